@@ -1,0 +1,138 @@
+//! Which URLs a crawl page leads to: scope, depth and robots rules, and the site's sitemaps.
+
+use super::App;
+use crate::domain::CrawlRequest;
+use crate::engine::robots::Robots;
+use crate::engine::sitemap::{self, Sitemap};
+use crate::engine::urls::{normalise, Scope};
+use crate::ports::{NewNode, SkipReason};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::time::Duration;
+use url::Url;
+
+/// Sitemap documents read per crawl at most.
+const MAX_SITEMAPS: usize = 50;
+/// URLs taken from sitemaps per crawl at most.
+const MAX_SITEMAP_URLS: usize = 50_000;
+
+/// Classifies the links of a page at `depth` into nodes to fetch and nodes skipped, each URL
+/// once and never the page itself. `robots` are the rules of the page's own origin.
+pub(crate) fn classify(
+    scope: &Scope,
+    req: &CrawlRequest,
+    page: &Url,
+    depth: u32,
+    links: impl IntoIterator<Item = Url>,
+    robots: Option<&Robots>,
+) -> Vec<NewNode> {
+    let mut seen = HashSet::new();
+    seen.insert(page.as_str().to_string());
+    let child_depth = depth + 1;
+    let mut nodes = Vec::new();
+    for link in links {
+        let link = normalise(&link);
+        if !seen.insert(link.as_str().to_string()) {
+            continue;
+        }
+        let skip = scope.skip_reason(&link).or_else(|| {
+            if u64::from(child_depth) > req.max_depth {
+                return Some(SkipReason::Depth);
+            }
+            let same_origin = link.origin() == page.origin();
+            match robots {
+                Some(r) if same_origin && !r.allows(&link) => Some(SkipReason::Robots),
+                _ => None,
+            }
+        });
+        nodes.push(NewNode {
+            url: link.into(),
+            depth: child_depth,
+            skip,
+        });
+    }
+    nodes
+}
+
+/// Page URLs listed by the sitemaps of the root's origin: those robots.txt names and
+/// `/sitemap.xml`, following indexes, gzipped or not.
+pub(crate) async fn sitemap_urls(app: &App, root: &Url, robots: Option<&Robots>) -> (Vec<Url>, usize) {
+    let mut queue: VecDeque<String> = robots.map(Robots::sitemaps).unwrap_or_default().into();
+    if let Ok(default) = root.join("/sitemap.xml") {
+        queue.push_back(default.into());
+    }
+    let mut visited = HashSet::new();
+    let mut urls = Vec::new();
+    let no_headers = BTreeMap::new();
+    while let Some(next) = queue.pop_front() {
+        if visited.len() >= MAX_SITEMAPS || urls.len() >= MAX_SITEMAP_URLS {
+            break;
+        }
+        if !visited.insert(next.clone()) {
+            continue;
+        }
+        let Ok(loc) = Url::parse(&next) else {
+            continue;
+        };
+        let Ok(f) = app
+            .fetcher
+            .get(&loc, &no_headers, Duration::from_secs(30))
+            .await
+        else {
+            continue;
+        };
+        if !(200..300).contains(&f.status) {
+            continue;
+        }
+        match sitemap::parse(&f.body) {
+            Sitemap::Index(children) => queue.extend(children),
+            Sitemap::Urls(list) => urls.extend(
+                list.iter()
+                    .filter_map(|u| Url::parse(u).ok())
+                    .filter(|u| matches!(u.scheme(), "http" | "https"))
+                    .take(MAX_SITEMAP_URLS),
+            ),
+        }
+    }
+    urls.truncate(MAX_SITEMAP_URLS);
+    (urls, visited.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_each_link_once() {
+        let req = CrawlRequest::parse(
+            br#"{"url":"https://e.com/","max_depth":1,"exclude_paths":["^/private"]}"#,
+        )
+        .unwrap();
+        let root = Url::parse(&req.url).unwrap();
+        let scope = Scope::new(&req, &root);
+        let links = [
+            "https://e.com/a#x",
+            "https://e.com/a",
+            "https://e.com/",
+            "https://e.com/private/1",
+            "https://other.org/",
+            "https://e.com/b",
+        ]
+        .map(|u| Url::parse(u).unwrap());
+        let nodes = classify(&scope, &req, &root, 0, links.clone(), None);
+        let got: Vec<_> = nodes.iter().map(|n| (n.url.as_str(), n.skip)).collect();
+        assert_eq!(
+            got,
+            [
+                ("https://e.com/a", None),
+                ("https://e.com/private/1", Some(SkipReason::Filtered)),
+                ("https://other.org/", Some(SkipReason::External)),
+                ("https://e.com/b", None),
+            ]
+        );
+        let deeper = classify(&scope, &req, &root, 1, links, None);
+        assert!(deeper
+            .iter()
+            .filter(|n| n.url.starts_with("https://e.com/") && !n.url.contains("private"))
+            .all(|n| n.skip == Some(SkipReason::Depth)));
+    }
+}

@@ -1,0 +1,166 @@
+//! Turning a fetched response into the API's document.
+
+use crate::domain::{ErrorCode, Format, JobError, PageOptions};
+use crate::engine::extract::{extract_html, ExtractOptions};
+use crate::engine::fetch::Fetched;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Map, Value};
+use url::Url;
+
+/// A document and the links found on its page.
+pub(crate) struct Built {
+    pub doc: Value,
+    pub links: Vec<Url>,
+}
+
+enum Kind {
+    Html,
+    Text,
+}
+
+fn media_type(ct: &str) -> String {
+    ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase()
+}
+
+fn kind_of(content_type: Option<&str>, body: &[u8]) -> Option<Kind> {
+    match content_type.map(media_type).as_deref() {
+        Some("text/html" | "application/xhtml+xml") => Some(Kind::Html),
+        Some("text/plain" | "text/markdown" | "text/x-markdown") => Some(Kind::Text),
+        None | Some("") => {
+            let head = String::from_utf8_lossy(&body[..body.len().min(512)]).to_ascii_lowercase();
+            let head = head.trim_start();
+            (head.starts_with("<!doctype html") || head.starts_with("<html")).then_some(Kind::Html)
+        }
+        _ => None,
+    }
+}
+
+/// Decodes the body with the charset that the header or (for HTML) a meta tag names.
+fn decode(content_type: Option<&str>, body: &[u8]) -> String {
+    let label = content_type
+        .and_then(|ct| ct.split(';').find_map(|p| p.trim().strip_prefix("charset=")))
+        .map(|l| l.trim_matches('"').to_string())
+        .or_else(|| {
+            let head = String::from_utf8_lossy(&body[..body.len().min(1024)]).to_ascii_lowercase();
+            let at = head.find("charset=")? + 8;
+            let rest = head[at..].trim_start_matches(['"', '\'']);
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))?;
+            Some(rest[..end].to_string())
+        });
+    let encoding = label
+        .and_then(|l| encoding_rs::Encoding::for_label(l.as_bytes()))
+        .unwrap_or(encoding_rs::UTF_8);
+    encoding.decode(body).0.into_owned()
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Builds the document of a successful response, or says why the page failed.
+pub(crate) fn build(
+    f: &Fetched,
+    requested_url: &str,
+    opts: &PageOptions,
+    fetched_at: DateTime<Utc>,
+) -> Result<Built, JobError> {
+    if f.status >= 400 {
+        return Err(JobError::new(
+            ErrorCode::HttpError,
+            format!("the server answered {}", f.status),
+        ));
+    }
+    let ct = f.content_type.as_deref();
+    let Some(kind) = kind_of(ct, &f.body) else {
+        return Err(JobError::new(
+            ErrorCode::UnsupportedContent,
+            format!("content type {} is not supported", ct.unwrap_or("(none)")),
+        ));
+    };
+    let source = decode(ct, &f.body);
+    let mut doc = Map::new();
+    doc.insert("url".into(), json!(f.url.as_str()));
+    doc.insert("requested_url".into(), json!(requested_url));
+    doc.insert("status_code".into(), json!(f.status));
+    doc.insert("content_type".into(), json!(ct));
+    let mut meta = json!({
+        "title": null, "description": null, "language": null, "canonical_url": null,
+        "fetched_at": rfc3339(fetched_at),
+        "elapsed_ms": f.elapsed.as_millis() as u64,
+        "bytes": f.body.len(),
+    });
+    let links = match kind {
+        Kind::Html => {
+            let e = extract_html(
+                &source,
+                &f.url,
+                &ExtractOptions {
+                    only_main_content: opts.only_main_content,
+                    markdown: opts.wants(Format::Markdown),
+                    text: opts.wants(Format::Text),
+                    html: opts.wants(Format::Html),
+                    ..Default::default()
+                }
+                .with_selectors(&opts.include_selectors, &opts.exclude_selectors),
+            );
+            meta["title"] = json!(e.title);
+            meta["description"] = json!(e.description);
+            meta["language"] = json!(e.language);
+            meta["canonical_url"] = json!(e.canonical_url);
+            for (format, value) in [
+                ("markdown", e.markdown),
+                ("text", e.text),
+                ("html", e.html),
+            ] {
+                if let Some(v) = value {
+                    doc.insert(format.into(), json!(v));
+                }
+            }
+            e.links
+        }
+        Kind::Text => {
+            for (format, name) in [(Format::Markdown, "markdown"), (Format::Text, "text")] {
+                if opts.wants(format) {
+                    doc.insert(name.into(), json!(source));
+                }
+            }
+            if opts.wants(Format::Html) {
+                let escaped = source
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;");
+                doc.insert("html".into(), json!(format!("<pre>{escaped}</pre>")));
+            }
+            Vec::new()
+        }
+    };
+    if opts.wants(Format::RawHtml) {
+        doc.insert("raw_html".into(), json!(source));
+    }
+    if opts.wants(Format::Links) {
+        let list: Vec<&str> = links.iter().map(Url::as_str).collect();
+        doc.insert("links".into(), json!(list));
+    }
+    if opts.wants(Format::Metadata) {
+        doc.insert("metadata".into(), meta);
+    }
+    Ok(Built {
+        doc: Value::Object(doc),
+        links,
+    })
+}
+
+/// The document of a page that failed.
+pub(crate) fn failed(
+    requested_url: &str,
+    final_url: Option<&Url>,
+    status_code: Option<u16>,
+    error: &JobError,
+) -> Value {
+    json!({
+        "url": final_url.map_or(requested_url, Url::as_str),
+        "requested_url": requested_url,
+        "status_code": status_code,
+        "error": error,
+    })
+}

@@ -1,0 +1,103 @@
+//! Use cases, one module each. They take an [`App`] and plain values and never see HTTP,
+//! SQLite or AWS types.
+
+pub mod cancel;
+mod crawl;
+mod document;
+pub mod process;
+pub mod query;
+mod runtime;
+pub mod submit;
+pub mod worker;
+
+use crate::domain::validate::Problem;
+use crate::domain::JobId;
+use crate::engine::fetch::Fetcher;
+use crate::ports::{BlobStore, Clock, JobStore, StoreError, WorkQueue};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use runtime::Runtime;
+
+/// Tunables of the application.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Whether a headless browser is available for `render: true`.
+    pub render_available: bool,
+    /// How long a per-user slot stays held without progress.
+    pub slot_lease: Duration,
+    /// Receives after which a task is given up and its page recorded as failed.
+    pub max_receives: u32,
+    /// Concurrent fetches to one host across all jobs of this process.
+    pub per_host_concurrency: usize,
+    /// Largest result JSON returned inline by `GET /api/jobs/{id}`.
+    pub inline_result_bytes: usize,
+    /// Most nodes a job's tree records; beyond it, discovered URLs are dropped.
+    pub max_nodes_per_job: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            render_available: false,
+            slot_lease: Duration::from_secs(15 * 60),
+            max_receives: 5,
+            per_host_concurrency: 16,
+            inline_result_bytes: 1024 * 1024,
+            max_nodes_per_job: 200_000,
+        }
+    }
+}
+
+/// The ports, the fetcher and the configuration: everything a use case needs.
+pub struct App {
+    pub jobs: Arc<dyn JobStore>,
+    pub queue: Arc<dyn WorkQueue>,
+    pub blobs: Arc<dyn BlobStore>,
+    pub clock: Arc<dyn Clock>,
+    pub fetcher: Arc<Fetcher>,
+    pub config: Config,
+    pub(crate) runtime: Runtime,
+}
+
+impl App {
+    pub fn new(
+        jobs: Arc<dyn JobStore>,
+        queue: Arc<dyn WorkQueue>,
+        blobs: Arc<dyn BlobStore>,
+        clock: Arc<dyn Clock>,
+        fetcher: Arc<Fetcher>,
+        config: Config,
+    ) -> Self {
+        let runtime = Runtime::new(config.per_host_concurrency);
+        App {
+            jobs,
+            queue,
+            blobs,
+            clock,
+            fetcher,
+            config,
+            runtime,
+        }
+    }
+}
+
+/// Why a use case refused or failed; mapped to API.md's codes at the HTTP edge.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("the request is invalid")]
+    Invalid(Vec<Problem>),
+    #[error("not found")]
+    NotFound,
+    #[error("the job has already finished")]
+    JobFinished,
+    #[error("an active {limit} job already exists")]
+    ConcurrencyLimit {
+        limit: &'static str,
+        active_job_id: JobId,
+    },
+    #[error("rendering is not available on this deployment")]
+    RenderUnavailable,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

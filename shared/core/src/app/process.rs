@@ -1,0 +1,492 @@
+//! Processing one task: fetch one page of one job, store its document, claim the links it
+//! leads to, and finish the job when it was the last page. Safe to run twice for one task.
+
+use super::document::{self, Built};
+use super::runtime::{HostGate, JobRuntime};
+use super::{crawl, App};
+use crate::domain::{
+    CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, PageOptions, ScrapeRequest,
+};
+use crate::engine::fetch::{FetchError, Fetched};
+use crate::engine::robots::{fetch_robots, Robots};
+use crate::engine::urls::Scope;
+use crate::ports::{
+    Delivery, NewLog, NewNode, NodeStatus, PageOutcome, SkipReason, StoreError, StoreResult, Task,
+};
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use url::Url;
+
+/// What to do with a delivery after processing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Done (or nothing to do): acknowledge it.
+    Ack,
+    /// A transient failure: leave it to be delivered again.
+    Retry,
+}
+
+/// Tries on a page answering 429 or 503.
+const BUSY_TRIES: u32 = 3;
+/// Longest `Retry-After` honoured within one task.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+
+enum Request {
+    Scrape(ScrapeRequest),
+    Crawl(CrawlRequest),
+}
+
+impl Request {
+    fn of(job: &Job) -> Result<Self, serde_json::Error> {
+        Ok(match job.kind {
+            JobKind::Scrape => Request::Scrape(serde_json::from_value(job.request.clone())?),
+            JobKind::Crawl => Request::Crawl(serde_json::from_value(job.request.clone())?),
+        })
+    }
+
+    fn page(&self) -> &PageOptions {
+        match self {
+            Request::Scrape(r) => &r.page,
+            Request::Crawl(r) => &r.page,
+        }
+    }
+
+    fn respect_robots(&self) -> bool {
+        match self {
+            Request::Scrape(_) => true,
+            Request::Crawl(r) => r.respect_robots,
+        }
+    }
+}
+
+/// Processes one delivery; never panics on what the task or the page contains.
+pub async fn process(app: &App, d: &Delivery) -> Disposition {
+    let result = if d.receive_count > app.config.max_receives {
+        give_up(app, &d.task, d.receive_count).await
+    } else {
+        run(app, &d.task).await
+    };
+    match result {
+        Ok(()) => Disposition::Ack,
+        Err(e) => {
+            tracing::warn!(job = %d.task.job_id, url = %d.task.url, error = %e, "task will be retried");
+            Disposition::Retry
+        }
+    }
+}
+
+/// The document key of a page of a job.
+fn document_key(task: &Task) -> String {
+    let digest = Sha256::digest(task.url.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}/{}/{hex}.json", task.user_id, task.job_id)
+}
+
+async fn run(app: &App, task: &Task) -> StoreResult<()> {
+    let (user, job_id) = (&task.user_id, &task.job_id);
+    // T3: the job is re-read with the task's user; a task naming another user's job finds none.
+    let Some(job) = app.jobs.get_job(user, job_id).await? else {
+        return Ok(());
+    };
+    let Some(node) = app.jobs.get_node(user, job_id, &task.url).await? else {
+        return Ok(());
+    };
+    if job.status.is_final() {
+        return settle_cancelled(app, task, node.status).await;
+    }
+    let req = match Request::of(&job) {
+        Ok(r) => r,
+        Err(e) => {
+            let error = JobError::new(ErrorCode::Internal, "the stored request is unreadable");
+            tracing::error!(job = %job_id, error = %e, "unreadable request");
+            app.jobs
+                .finish_job(user, job_id, JobStatus::Failed, Some(error), app.clock.now())
+                .await?;
+            return Ok(());
+        }
+    };
+    if !node.status.is_pending() {
+        // A duplicate of a finished task: only make sure the job's end was recorded.
+        let outcome = PageOutcome {
+            status: node.status,
+            status_code: node.status_code,
+            document_key: None,
+        };
+        let c = app.jobs.complete_node(user, job_id, &task.url, &outcome).await?;
+        if c.pending == 0 {
+            finish(app, &job).await?;
+        }
+        return Ok(());
+    }
+    if job.status == JobStatus::Queued && app.jobs.start_job(user, job_id, app.clock.now()).await? {
+        app.jobs
+            .append_logs(user, job_id, &[NewLog::info(format!("started {}", job.kind.as_str()))])
+            .await?;
+    }
+
+    let (max_concurrency, delay) = match &req {
+        Request::Scrape(_) => (1, 0),
+        Request::Crawl(r) => (r.max_concurrency as usize, r.delay_ms),
+    };
+    let rt = app.runtime.job(job_id, max_concurrency, Duration::from_millis(delay));
+    let mut logs = Vec::new();
+    let page = fetch_page(app, &job, &req, &rt, task, &mut logs).await?;
+    let Some(page) = page else {
+        // Cancelled while waiting for a turn.
+        app.jobs.append_logs(user, job_id, &logs).await?;
+        return settle_cancelled(app, task, NodeStatus::Queued).await;
+    };
+
+    let key = document_key(task);
+    let (doc, status_code, error, links) = match page {
+        Ok((fetched, built)) => (built.doc, Some(fetched.status), None, built.links),
+        Err(Failure { error, fetched }) => {
+            let final_url = fetched.as_ref().map(|f| &f.url);
+            let status = fetched.as_ref().map(|f| f.status);
+            let doc = document::failed(&task.url, final_url, status, &error);
+            (doc, status, Some(error), Vec::new())
+        }
+    };
+    let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
+    app.blobs.put(&key, Bytes::from(body)).await?;
+
+    if let (Request::Crawl(r), None) = (&req, &error) {
+        discover(app, &job, r, &rt, task, links, &mut logs).await?;
+    }
+
+    let outcome = PageOutcome {
+        status: if error.is_some() {
+            NodeStatus::Failed
+        } else {
+            NodeStatus::Completed
+        },
+        status_code,
+        document_key: Some(key),
+    };
+    let c = app.jobs.complete_node(user, job_id, &task.url, &outcome).await?;
+    if c.applied {
+        logs.push(match (&error, status_code) {
+            (None, Some(code)) => NewLog::info(format!("fetched ({code})")).at(task.url.clone()),
+            (Some(e), _) => NewLog::warn(format!(
+                "failed: {} ({})",
+                e.code.as_str(),
+                e.message
+            ))
+            .at(task.url.clone()),
+            (None, None) => NewLog::info("fetched").at(task.url.clone()),
+        });
+    }
+    app.jobs.append_logs(user, job_id, &logs).await?;
+    if c.pending == 0 {
+        finish(app, &job).await?;
+    } else if rt.renewal_due(Duration::from_secs(60)) {
+        let lease = chrono::Duration::from_std(app.config.slot_lease).unwrap_or(chrono::Duration::minutes(15));
+        app.jobs
+            .renew_slot(user, job_id, job.kind, app.clock.now() + lease)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A page that could not be turned into a document.
+struct Failure {
+    error: JobError,
+    fetched: Option<Fetched>,
+}
+
+impl Failure {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Failure {
+            error: JobError::new(code, message),
+            fetched: None,
+        }
+    }
+}
+
+type Page = Result<(Fetched, Built), Failure>;
+
+/// Robots, the concurrency gates, a last cancel check, the fetch and the extraction.
+/// `None` when the job was cancelled before the fetch started.
+async fn fetch_page(
+    app: &App,
+    job: &Job,
+    req: &Request,
+    rt: &JobRuntime,
+    task: &Task,
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<Option<Page>> {
+    let Ok(url) = Url::parse(&task.url) else {
+        return Ok(Some(Err(Failure::new(ErrorCode::FetchFailed, "invalid URL"))));
+    };
+    if req.respect_robots() {
+        let robots = robots_for(app, rt, &url, logs).await;
+        if !robots.allows(&url) {
+            return Ok(Some(Err(Failure::new(
+                ErrorCode::BlockedByRobots,
+                "robots.txt does not allow this page",
+            ))));
+        }
+    }
+    let host = app.runtime.host(url.host_str().unwrap_or_default());
+    let Some(_permit) = app.runtime.acquire(rt, &host).await else {
+        return Ok(None);
+    };
+    // The last moment before a fetch starts: a cancelled job fetches nothing more.
+    match app.jobs.get_job(&job.user_id, &job.job_id).await? {
+        Some(j) if !j.status.is_final() => {}
+        _ => return Ok(None),
+    }
+    let opts = req.page();
+    let fetched = match fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await {
+        Ok(f) => f,
+        Err(e) => return Ok(Some(Err(Failure::new(e.code(), e.to_string())))),
+    };
+    let opts = opts.clone();
+    let requested = task.url.clone();
+    let now = app.clock.now();
+    let cpu = app.runtime.cpu.clone().acquire_owned().await.ok();
+    let built = tokio::task::spawn_blocking(move || {
+        let _cpu = cpu;
+        let built = document::build(&fetched, &requested, &opts, now);
+        (fetched, built)
+    })
+    .await;
+    Ok(Some(match built {
+        Ok((fetched, Ok(b))) => Ok((fetched, b)),
+        Ok((fetched, Err(error))) => Err(Failure {
+            error,
+            fetched: Some(fetched),
+        }),
+        Err(_) => Err(Failure::new(ErrorCode::Internal, "extraction failed")),
+    }))
+}
+
+/// Fetches, backing off while the server answers 429 or 503 (C2).
+async fn fetch_politely(
+    app: &App,
+    host: &HostGate,
+    url: &Url,
+    headers: &BTreeMap<String, String>,
+    timeout_ms: u64,
+    logs: &mut Vec<NewLog>,
+) -> Result<Fetched, FetchError> {
+    let deadline = Duration::from_millis(timeout_ms);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let f = app.fetcher.get(url, headers, deadline).await?;
+        if !matches!(f.status, 429 | 503) || attempt >= BUSY_TRIES {
+            return Ok(f);
+        }
+        let pause = f
+            .retry_after
+            .unwrap_or(Duration::from_secs(1 << attempt))
+            .min(MAX_PAUSE);
+        logs.push(
+            NewLog::warn(format!(
+                "server answered {}; waiting {} s before trying again",
+                f.status,
+                pause.as_secs()
+            ))
+            .at(url.as_str()),
+        );
+        host.back_off(pause);
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// The robots rules of `url`'s origin, fetched once per job and logged when first read.
+async fn robots_for(app: &App, rt: &JobRuntime, url: &Url, logs: &mut Vec<NewLog>) -> Arc<Robots> {
+    let origin = url.origin().ascii_serialization();
+    let mut cache = rt.robots.lock().await;
+    if let Some(r) = cache.get(&origin) {
+        return r.clone();
+    }
+    let robots = Arc::new(fetch_robots(&app.fetcher, url).await);
+    logs.push(NewLog::info(robots.describe()).at(format!("{origin}/robots.txt")));
+    cache.insert(origin, robots.clone());
+    robots
+}
+
+/// Claims the links of a crawled page (and, for the root, the sitemap's URLs) and queues the
+/// ones this page owes.
+async fn discover(
+    app: &App,
+    job: &Job,
+    req: &CrawlRequest,
+    rt: &JobRuntime,
+    task: &Task,
+    links: Vec<Url>,
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<()> {
+    let Ok(page) = Url::parse(&task.url) else {
+        return Ok(());
+    };
+    let Ok(root) = Url::parse(&req.url) else {
+        return Ok(());
+    };
+    let robots = if req.respect_robots {
+        rt.robots.lock().await.get(&page.origin().ascii_serialization()).cloned()
+    } else {
+        None
+    };
+    let scope = Scope::new(req, &root);
+    let mut nodes = crawl::classify(&scope, req, &page, task.depth, links, robots.as_deref());
+    if task.depth == 0 && req.use_sitemap {
+        let (urls, read) = crawl::sitemap_urls(app, &root, robots.as_deref()).await;
+        if !urls.is_empty() {
+            logs.push(NewLog::info(format!(
+                "sitemaps: {} URLs from {read} sitemap documents",
+                urls.len()
+            )));
+        }
+        let known: std::collections::HashSet<String> =
+            nodes.iter().map(|n| n.url.clone()).collect();
+        nodes.extend(
+            crawl::classify(&scope, req, &page, 0, urls, robots.as_deref())
+                .into_iter()
+                .filter(|n| !known.contains(&n.url)),
+        );
+    }
+    let owed = app
+        .jobs
+        .add_nodes(&job.user_id, &job.job_id, &task.url, &nodes, req.limit)
+        .await?;
+    let tasks: Vec<Task> = owed
+        .into_iter()
+        .filter(|n: &NewNode| n.skip.is_none())
+        .map(|n| Task {
+            user_id: job.user_id.clone(),
+            job_id: job.job_id.clone(),
+            url: n.url,
+            depth: n.depth,
+        })
+        .collect();
+    for chunk in tasks.chunks(100) {
+        app.queue.send(chunk).await?;
+    }
+    Ok(())
+}
+
+/// Marks a still-pending node of a finished job as cancelled.
+async fn settle_cancelled(app: &App, task: &Task, status: NodeStatus) -> StoreResult<()> {
+    if status.is_pending() {
+        let outcome = PageOutcome {
+            status: NodeStatus::Cancelled,
+            status_code: None,
+            document_key: None,
+        };
+        app.jobs
+            .complete_node(&task.user_id, &task.job_id, &task.url, &outcome)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A task received too often: its page is recorded as failed so the job can end (I5).
+async fn give_up(app: &App, task: &Task, receives: u32) -> StoreResult<()> {
+    let Some(job) = app.jobs.get_job(&task.user_id, &task.job_id).await? else {
+        return Ok(());
+    };
+    let error = JobError::new(
+        ErrorCode::Internal,
+        format!("gave up after {} attempts", receives - 1),
+    );
+    let key = document_key(task);
+    let doc = document::failed(&task.url, None, None, &error);
+    let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
+    app.blobs.put(&key, Bytes::from(body)).await?;
+    let outcome = PageOutcome {
+        status: NodeStatus::Failed,
+        status_code: None,
+        document_key: Some(key),
+    };
+    let c = app
+        .jobs
+        .complete_node(&task.user_id, &task.job_id, &task.url, &outcome)
+        .await?;
+    if c.applied {
+        app.jobs
+            .append_logs(
+                &task.user_id,
+                &task.job_id,
+                &[NewLog::warn(format!("failed: INTERNAL ({})", error.message)).at(task.url.clone())],
+            )
+            .await?;
+    }
+    if c.pending == 0 && !job.status.is_final() {
+        finish(app, &job).await?;
+    }
+    Ok(())
+}
+
+/// Sets the final status of a job whose last page is done, and logs the totals.
+async fn finish(app: &App, job: &Job) -> StoreResult<()> {
+    let (user, job_id) = (&job.user_id, &job.job_id);
+    let Some(current) = app.jobs.get_job(user, job_id).await? else {
+        return Ok(());
+    };
+    if current.status.is_final() {
+        return Ok(());
+    }
+    let p = current.progress;
+    let (status, error) = if p.pages_completed > 0 {
+        (JobStatus::Completed, None)
+    } else {
+        (JobStatus::Failed, Some(first_page_error(app, job).await?))
+    };
+    if !app
+        .jobs
+        .finish_job(user, job_id, status, error.clone(), app.clock.now())
+        .await?
+    {
+        return Ok(());
+    }
+    app.runtime.forget(job_id);
+    let mut skipped: BTreeMap<SkipReason, u64> = BTreeMap::new();
+    if job.kind == JobKind::Crawl {
+        for row in app.jobs.tree(user, job_id, u32::MAX).await? {
+            if let Some(reason) = row.reason {
+                *skipped.entry(reason).or_default() += 1;
+            }
+        }
+    }
+    let mut summary = format!(
+        "{}: {} pages completed, {} failed",
+        status.as_str(),
+        p.pages_completed,
+        p.pages_failed
+    );
+    if !skipped.is_empty() {
+        let parts: Vec<String> = skipped
+            .iter()
+            .map(|(r, n)| format!("{} {n}", r.as_str()))
+            .collect();
+        summary.push_str(&format!("; links skipped: {}", parts.join(", ")));
+    }
+    if let Some(e) = &error {
+        summary.push_str(&format!("; {}", e.message));
+    }
+    app.jobs.append_logs(user, job_id, &[NewLog::info(summary)]).await
+}
+
+/// The error of the job's first failed page, which becomes the job's error when no page
+/// completed.
+async fn first_page_error(app: &App, job: &Job) -> StoreResult<JobError> {
+    let fallback = JobError::new(ErrorCode::FetchFailed, "no page could be fetched");
+    let page = app.jobs.results(&job.user_id, &job.job_id, None, 1).await?;
+    let Some(key) = page.keys.first() else {
+        return Ok(fallback);
+    };
+    let doc: Option<serde_json::Value> = app
+        .blobs
+        .get(key)
+        .await?
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    Ok(doc
+        .and_then(|d| serde_json::from_value(d["error"].clone()).ok())
+        .unwrap_or(fallback))
+}

@@ -1,0 +1,142 @@
+//! Per-process working state of jobs: robots.txt cache, concurrency gates and pacing.
+//! Nothing here is needed for correctness across processes; it makes one process polite.
+
+use crate::domain::JobId;
+use crate::engine::robots::Robots;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+/// Entries kept before the caches are dropped wholesale (they refill on demand).
+const MAX_ENTRIES: usize = 10_000;
+
+/// Working state shared by all workers of a process.
+pub struct Runtime {
+    jobs: Mutex<HashMap<JobId, Arc<JobRuntime>>>,
+    hosts: Mutex<HashMap<String, Arc<HostGate>>>,
+    per_host: usize,
+    /// Bounds CPU-heavy extraction to the number of cores.
+    pub(crate) cpu: Arc<Semaphore>,
+}
+
+/// One job's state in this process.
+pub(crate) struct JobRuntime {
+    /// Robots rules per origin, fetched once per job.
+    pub(crate) robots: tokio::sync::Mutex<HashMap<String, Arc<Robots>>>,
+    /// The job's `max_concurrency`.
+    permits: Arc<Semaphore>,
+    delay: Duration,
+    next_start: Mutex<Instant>,
+    last_renewal: Mutex<Option<Instant>>,
+}
+
+/// One host's gate: a concurrency cap and a back-off deadline.
+pub(crate) struct HostGate {
+    permits: Arc<Semaphore>,
+    not_before: Mutex<Instant>,
+}
+
+/// Held while a fetch runs.
+pub(crate) struct FetchPermit {
+    _job: OwnedSemaphorePermit,
+    _host: OwnedSemaphorePermit,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Runtime {
+    pub fn new(per_host: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Runtime {
+            jobs: Mutex::new(HashMap::new()),
+            hosts: Mutex::new(HashMap::new()),
+            per_host: per_host.max(1),
+            cpu: Arc::new(Semaphore::new(cores)),
+        }
+    }
+
+    pub(crate) fn job(&self, id: &JobId, max_concurrency: usize, delay: Duration) -> Arc<JobRuntime> {
+        let mut jobs = lock(&self.jobs);
+        if jobs.len() > MAX_ENTRIES {
+            jobs.clear();
+        }
+        jobs.entry(id.clone())
+            .or_insert_with(|| {
+                Arc::new(JobRuntime {
+                    robots: tokio::sync::Mutex::new(HashMap::new()),
+                    permits: Arc::new(Semaphore::new(max_concurrency.max(1))),
+                    delay,
+                    next_start: Mutex::new(Instant::now()),
+                    last_renewal: Mutex::new(None),
+                })
+            })
+            .clone()
+    }
+
+    /// Forgets a finished job.
+    pub(crate) fn forget(&self, id: &JobId) {
+        lock(&self.jobs).remove(id);
+    }
+
+    pub(crate) fn host(&self, host: &str) -> Arc<HostGate> {
+        let mut hosts = lock(&self.hosts);
+        if hosts.len() > MAX_ENTRIES {
+            hosts.clear();
+        }
+        hosts
+            .entry(host.to_string())
+            .or_insert_with(|| {
+                Arc::new(HostGate {
+                    permits: Arc::new(Semaphore::new(self.per_host)),
+                    not_before: Mutex::new(Instant::now()),
+                })
+            })
+            .clone()
+    }
+
+    /// Waits for a free place in the job's and the host's caps, the job's delay and the host's
+    /// back-off.
+    pub(crate) async fn acquire(&self, job: &JobRuntime, host: &HostGate) -> Option<FetchPermit> {
+        let job_permit = job.permits.clone().acquire_owned().await.ok()?;
+        if !job.delay.is_zero() {
+            let start = {
+                let mut next = lock(&job.next_start);
+                let start = (*next).max(Instant::now());
+                *next = start + job.delay;
+                start
+            };
+            tokio::time::sleep_until(start).await;
+        }
+        let host_permit = host.permits.clone().acquire_owned().await.ok()?;
+        let not_before = *lock(&host.not_before);
+        tokio::time::sleep_until(not_before).await;
+        Some(FetchPermit {
+            _job: job_permit,
+            _host: host_permit,
+        })
+    }
+}
+
+impl HostGate {
+    /// Holds every fetch to this host back for `pause`.
+    pub(crate) fn back_off(&self, pause: Duration) {
+        let mut nb = lock(&self.not_before);
+        *nb = (*nb).max(Instant::now() + pause);
+    }
+}
+
+impl JobRuntime {
+    /// True at most once per `every`: time to renew the job's slot lease.
+    pub(crate) fn renewal_due(&self, every: Duration) -> bool {
+        let mut last = lock(&self.last_renewal);
+        let due = last.is_none_or(|t| t.elapsed() >= every);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
+    }
+}

@@ -1,0 +1,60 @@
+//! The worker loop of a long-running process: receive tasks, process them concurrently,
+//! acknowledge what is done. (On AWS the SQS event source plays this part.)
+
+use super::process::{process, Disposition};
+use super::App;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Tasks one worker keeps in flight.
+pub const TASKS_PER_WORKER: usize = 8;
+
+/// Runs `workers` worker loops until `shutdown` turns true. Tasks still in flight then are
+/// abandoned and come back after the queue's visibility timeout.
+pub async fn run_workers(app: Arc<App>, workers: usize, shutdown: watch::Receiver<bool>) {
+    let mut loops = JoinSet::new();
+    for _ in 0..workers.max(1) {
+        loops.spawn(worker_loop(app.clone(), shutdown.clone()));
+    }
+    while loops.join_next().await.is_some() {}
+}
+
+async fn worker_loop(app: Arc<App>, shutdown: watch::Receiver<bool>) {
+    let mut inflight: JoinSet<()> = JoinSet::new();
+    loop {
+        while inflight.try_join_next().is_some() {}
+        if *shutdown.borrow() {
+            inflight.abort_all();
+            return;
+        }
+        if inflight.len() >= TASKS_PER_WORKER {
+            inflight.join_next().await;
+            continue;
+        }
+        let wait = if inflight.is_empty() {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_millis(20)
+        };
+        let batch = match app.queue.receive(TASKS_PER_WORKER - inflight.len(), wait).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "queue receive failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for delivery in batch {
+            let app = app.clone();
+            inflight.spawn(async move {
+                if process(&app, &delivery).await == Disposition::Ack {
+                    if let Err(e) = app.queue.ack(&delivery.receipt).await {
+                        tracing::warn!(error = %e, "ack failed; the task will run again");
+                    }
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Jobs and their status machine: `queued -> running -> completed | failed | cancelled`.
+
+use super::ids::{JobId, UserId};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What a job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    Scrape,
+    Crawl,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Scrape => "scrape",
+            JobKind::Crawl => "crawl",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "scrape" => Some(JobKind::Scrape),
+            "crawl" => Some(JobKind::Crawl),
+            _ => None,
+        }
+    }
+}
+
+/// A job's lifecycle state. Final states never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl JobStatus {
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Completed | JobStatus::Failed | JobStatus::Cancelled
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => JobStatus::Queued,
+            "running" => JobStatus::Running,
+            "completed" => JobStatus::Completed,
+            "failed" => JobStatus::Failed,
+            "cancelled" => JobStatus::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+/// Error codes of jobs and pages, as API.md names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    FetchFailed,
+    Timeout,
+    HttpError,
+    BlockedByRobots,
+    BlockedAddress,
+    TooLarge,
+    UnsupportedContent,
+    SearchUnavailable,
+    RenderUnavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::FetchFailed => "FETCH_FAILED",
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::HttpError => "HTTP_ERROR",
+            ErrorCode::BlockedByRobots => "BLOCKED_BY_ROBOTS",
+            ErrorCode::BlockedAddress => "BLOCKED_ADDRESS",
+            ErrorCode::TooLarge => "TOO_LARGE",
+            ErrorCode::UnsupportedContent => "UNSUPPORTED_CONTENT",
+            ErrorCode::SearchUnavailable => "SEARCH_UNAVAILABLE",
+            ErrorCode::RenderUnavailable => "RENDER_UNAVAILABLE",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+}
+
+/// Why a job or a page failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl JobError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        JobError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Exact page counters of a job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub pages_discovered: u64,
+    pub pages_completed: u64,
+    pub pages_failed: u64,
+    pub pages_queued: u64,
+}
+
+/// A job as stored: who owns it, what it was asked, where it stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub job_id: JobId,
+    pub user_id: UserId,
+    pub kind: JobKind,
+    pub status: JobStatus,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The validated request with every default filled in.
+    pub request: serde_json::Value,
+    pub progress: Progress,
+    pub error: Option<JobError>,
+}
+
+impl Job {
+    /// A new job in `queued`.
+    pub fn new(
+        user_id: UserId,
+        kind: JobKind,
+        request: serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Job {
+            job_id: JobId::generate(),
+            user_id,
+            kind,
+            status: JobStatus::Queued,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+            request,
+            progress: Progress::default(),
+            error: None,
+        }
+    }
+}

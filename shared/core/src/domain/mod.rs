@@ -1,0 +1,10 @@
+//! The domain model: identifiers, jobs and their status machine, validated requests.
+
+pub mod ids;
+pub mod job;
+pub mod request;
+pub mod validate;
+
+pub use ids::{JobId, UserId};
+pub use job::{ErrorCode, Job, JobError, JobKind, JobStatus, Progress};
+pub use request::{CrawlRequest, Format, PageOptions, ScrapeRequest};

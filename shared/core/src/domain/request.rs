@@ -1,0 +1,262 @@
+//! Validated scrape and crawl requests. Parsing fills every default, so a stored request says
+//! exactly what the job does.
+
+use super::validate::{Fields, Problem};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Output formats of a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Markdown,
+    Html,
+    RawHtml,
+    Text,
+    Links,
+    Metadata,
+}
+
+impl Format {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "markdown" => Format::Markdown,
+            "html" => Format::Html,
+            "raw_html" => Format::RawHtml,
+            "text" => Format::Text,
+            "links" => Format::Links,
+            "metadata" => Format::Metadata,
+            _ => return None,
+        })
+    }
+}
+
+/// How one page is fetched and extracted; shared by scrape and every page of a crawl.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageOptions {
+    pub formats: Vec<Format>,
+    pub only_main_content: bool,
+    pub include_selectors: Vec<String>,
+    pub exclude_selectors: Vec<String>,
+    pub headers: BTreeMap<String, String>,
+    pub timeout_ms: u64,
+    pub render: bool,
+    pub wait_for: Option<String>,
+    pub wait_ms: u64,
+}
+
+impl PageOptions {
+    pub fn wants(&self, f: Format) -> bool {
+        self.formats.contains(&f)
+    }
+}
+
+/// `POST /api/scrape`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScrapeRequest {
+    pub url: String,
+    #[serde(flatten)]
+    pub page: PageOptions,
+}
+
+/// `POST /api/crawl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrawlRequest {
+    pub url: String,
+    pub limit: u64,
+    pub max_depth: u64,
+    pub include_paths: Vec<String>,
+    pub exclude_paths: Vec<String>,
+    pub allow_subdomains: bool,
+    pub allow_external: bool,
+    pub use_sitemap: bool,
+    pub respect_robots: bool,
+    pub max_concurrency: u64,
+    pub delay_ms: u64,
+    #[serde(flatten)]
+    pub page: PageOptions,
+}
+
+const MAX_SELECTORS: usize = 20;
+const MAX_SELECTOR_LEN: usize = 512;
+const MAX_PATTERNS: usize = 20;
+const MAX_PATTERN_LEN: usize = 512;
+/// Compiled size bound of a path pattern, so a hostile regex cannot eat memory or time.
+pub const REGEX_SIZE_LIMIT: usize = 256 * 1024;
+const FORBIDDEN_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+];
+
+fn page_options(f: &mut Fields) -> PageOptions {
+    let names = f.strings("formats", 6, 16);
+    let mut formats = Vec::new();
+    for n in &names {
+        match Format::parse(n) {
+            Some(fmt) if !formats.contains(&fmt) => formats.push(fmt),
+            Some(_) => {}
+            None => f.problem(
+                "formats",
+                format!("unknown format {n:?}: use markdown, html, raw_html, text, links, metadata"),
+            ),
+        }
+    }
+    if formats.is_empty() {
+        formats = vec![Format::Markdown, Format::Metadata];
+    }
+    let only_main_content = f.boolean("only_main_content", true);
+    let include_selectors = selectors(f, "include_selectors");
+    let exclude_selectors = selectors(f, "exclude_selectors");
+    let mut headers = BTreeMap::new();
+    for (k, v) in f.string_map("headers", 20, 4096) {
+        let valid_name = http::HeaderName::from_bytes(k.as_bytes()).is_ok();
+        if !valid_name || http::HeaderValue::from_str(&v).is_err() {
+            f.problem("headers", format!("{k:?} is not a valid header"));
+        } else if FORBIDDEN_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
+            f.problem("headers", format!("{k:?} cannot be set"));
+        } else {
+            headers.insert(k, v);
+        }
+    }
+    let timeout_ms = f.integer("timeout_ms", 30_000, 1_000, 120_000);
+    let render = f.boolean("render", false);
+    let wait_for = f.string("wait_for", MAX_SELECTOR_LEN);
+    if let Some(sel) = &wait_for {
+        if scraper::Selector::parse(sel).is_err() {
+            f.problem("wait_for", "is not a valid CSS selector");
+        }
+    }
+    let wait_ms = f.integer("wait_ms", 0, 0, 30_000);
+    PageOptions {
+        formats,
+        only_main_content,
+        include_selectors,
+        exclude_selectors,
+        headers,
+        timeout_ms,
+        render,
+        wait_for,
+        wait_ms,
+    }
+}
+
+fn selectors(f: &mut Fields, field: &str) -> Vec<String> {
+    let list = f.strings(field, MAX_SELECTORS, MAX_SELECTOR_LEN);
+    for s in &list {
+        if scraper::Selector::parse(s).is_err() {
+            f.problem(field, format!("{s:?} is not a valid CSS selector"));
+        }
+    }
+    list
+}
+
+fn patterns(f: &mut Fields, field: &str) -> Vec<String> {
+    let list = f.strings(field, MAX_PATTERNS, MAX_PATTERN_LEN);
+    for p in &list {
+        if let Err(e) = regex::RegexBuilder::new(p)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .build()
+        {
+            f.problem(field, format!("{p:?} is not a valid regex: {e}"));
+        }
+    }
+    list
+}
+
+impl ScrapeRequest {
+    /// Parses and validates a scrape body.
+    pub fn parse(body: &[u8]) -> Result<Self, Vec<Problem>> {
+        let mut f = Fields::from_body(body)?;
+        let url = f.url("url");
+        let page = page_options(&mut f);
+        f.finish()?;
+        Ok(ScrapeRequest {
+            url: url.map(String::from).unwrap_or_default(),
+            page,
+        })
+    }
+}
+
+impl CrawlRequest {
+    /// Parses and validates a crawl body.
+    pub fn parse(body: &[u8]) -> Result<Self, Vec<Problem>> {
+        let mut f = Fields::from_body(body)?;
+        let url = f.url("url");
+        let limit = f.integer("limit", 100, 1, 10_000);
+        let max_depth = f.integer("max_depth", 5, 0, 50);
+        let include_paths = patterns(&mut f, "include_paths");
+        let exclude_paths = patterns(&mut f, "exclude_paths");
+        let allow_subdomains = f.boolean("allow_subdomains", false);
+        let allow_external = f.boolean("allow_external", false);
+        let use_sitemap = f.boolean("use_sitemap", true);
+        let respect_robots = f.boolean("respect_robots", true);
+        let max_concurrency = f.integer("max_concurrency", 8, 1, 64);
+        let delay_ms = f.integer("delay_ms", 0, 0, 60_000);
+        let page = page_options(&mut f);
+        f.finish()?;
+        Ok(CrawlRequest {
+            url: url.map(String::from).unwrap_or_default(),
+            limit,
+            max_depth,
+            include_paths,
+            exclude_paths,
+            allow_subdomains,
+            allow_external,
+            use_sitemap,
+            respect_robots,
+            max_concurrency,
+            delay_ms,
+            page,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrape_defaults() {
+        let r = ScrapeRequest::parse(br#"{"url":"https://example.com"}"#).unwrap();
+        assert_eq!(r.url, "https://example.com/");
+        assert_eq!(r.page.formats, vec![Format::Markdown, Format::Metadata]);
+        assert!(r.page.only_main_content);
+        assert_eq!(r.page.timeout_ms, 30_000);
+    }
+
+    #[test]
+    fn crawl_rejects_out_of_range_and_bad_patterns() {
+        let body = br#"{"url":"https://example.com","limit":10001,"max_depth":51,
+            "include_paths":["("],"exclude_selectors":["<<"],"headers":{"Host":"x"},
+            "formats":["pdf"],"timeout_ms":999999}"#;
+        let problems = CrawlRequest::parse(body).unwrap_err();
+        let mut fields: Vec<_> = problems.iter().map(|p| p.field.clone()).collect();
+        fields.sort();
+        assert_eq!(
+            fields,
+            [
+                "exclude_selectors",
+                "formats",
+                "headers",
+                "include_paths",
+                "limit",
+                "max_depth",
+                "timeout_ms"
+            ]
+        );
+    }
+
+    #[test]
+    fn huge_regex_is_refused() {
+        let body = br#"{"url":"https://example.com","include_paths":["(a{1000}){1000}"]}"#;
+        assert!(CrawlRequest::parse(body).is_err());
+    }
+}

@@ -1,0 +1,411 @@
+//! HTML to GitHub-flavoured Markdown, and to plain text, over an already parsed tree.
+
+use super::{absolute, Filter};
+use scraper::node::Node;
+use scraper::ElementRef;
+use url::Url;
+
+/// Markdown, or the same structure as plain text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Markdown,
+    Text,
+}
+
+struct Renderer<'a> {
+    filter: &'a Filter,
+    base: &'a Url,
+    md: bool,
+}
+
+const BLOCKS: &[&str] = &[
+    "address", "article", "aside", "blockquote", "body", "center", "dd", "details", "div", "dl",
+    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
+    "header", "hgroup", "hr", "html", "li", "main", "nav", "ol", "p", "pre", "section", "summary",
+    "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
+];
+
+fn is_block(name: &str) -> bool {
+    BLOCKS.contains(&name)
+}
+
+/// Renders the content under `roots` as Markdown or text.
+pub(crate) fn render(roots: &[ElementRef], filter: &Filter, base: &Url, mode: Mode) -> String {
+    let r = Renderer {
+        filter,
+        base,
+        md: mode == Mode::Markdown,
+    };
+    let mut blocks = Vec::new();
+    for root in roots {
+        if !filter.skips(root) {
+            r.block(*root, &mut blocks);
+        }
+    }
+    blocks.join("\n\n")
+}
+
+fn flush(buf: &mut String, out: &mut Vec<String>) {
+    let lines: Vec<&str> = buf.lines().map(str::trim).collect();
+    let text = lines.join("\n");
+    let text = text.trim();
+    if !text.is_empty() {
+        out.push(text.to_string());
+    }
+    buf.clear();
+}
+
+/// The longest run of backticks in `s`.
+fn longest_backtick_run(s: &str) -> usize {
+    s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+fn indent_item(marker: &str, body: &str) -> String {
+    let pad = " ".repeat(marker.len());
+    let mut out = String::new();
+    for (i, line) in body.lines().enumerate() {
+        if i == 0 {
+            out.push_str(marker);
+        } else {
+            out.push('\n');
+            if !line.is_empty() {
+                out.push_str(&pad);
+            }
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+impl Renderer<'_> {
+    fn elements<'b>(&self, el: ElementRef<'b>) -> Vec<ElementRef<'b>> {
+        el.children()
+            .filter_map(ElementRef::wrap)
+            .filter(|c| !self.filter.skips(c))
+            .collect()
+    }
+
+    /// The content of a container: runs of inline content become paragraphs, block children
+    /// render as blocks.
+    fn container(&self, el: ElementRef, out: &mut Vec<String>) {
+        let mut buf = String::new();
+        for child in el.children() {
+            match child.value() {
+                Node::Text(t) => self.text(t, &mut buf),
+                Node::Element(e) => {
+                    let Some(c) = ElementRef::wrap(child) else {
+                        continue;
+                    };
+                    if self.filter.skips(&c) {
+                        continue;
+                    }
+                    if is_block(e.name()) {
+                        flush(&mut buf, out);
+                        self.block(c, out);
+                    } else {
+                        self.inline(c, &mut buf);
+                    }
+                }
+                _ => {}
+            }
+        }
+        flush(&mut buf, out);
+    }
+
+    fn block(&self, el: ElementRef, out: &mut Vec<String>) {
+        let name = el.value().name();
+        match name {
+            "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
+                let mut buf = String::new();
+                self.inline_children(el, &mut buf);
+                let title = buf.split_whitespace().collect::<Vec<_>>().join(" ");
+                if !title.is_empty() {
+                    let level = usize::from(name.as_bytes()[1] - b'0');
+                    out.push(if self.md {
+                        format!("{} {title}", "#".repeat(level))
+                    } else {
+                        title
+                    });
+                }
+            }
+            "pre" => self.pre(el, out),
+            "ul" | "ol" => self.list(el, name == "ol", out),
+            "table" => self.table(el, out),
+            "hr" => {
+                if self.md {
+                    out.push("---".into());
+                }
+            }
+            "blockquote" => {
+                let mut inner = Vec::new();
+                self.container(el, &mut inner);
+                let inner = inner.join("\n\n");
+                if inner.is_empty() {
+                    return;
+                }
+                out.push(if self.md {
+                    inner
+                        .lines()
+                        .map(|l| if l.is_empty() { ">".into() } else { format!("> {l}") })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                } else {
+                    inner
+                });
+            }
+            _ => self.container(el, out),
+        }
+    }
+
+    fn pre(&self, el: ElementRef, out: &mut Vec<String>) {
+        let code: String = el.text().collect();
+        let code = code.trim_end_matches(['\n', '\r']);
+        let code = code.strip_prefix('\n').unwrap_or(code);
+        if code.trim().is_empty() {
+            return;
+        }
+        if !self.md {
+            out.push(code.to_string());
+            return;
+        }
+        let class_of = |e: ElementRef| e.value().attr("class").map(str::to_string);
+        let lang = std::iter::once(el)
+            .chain(el.descendants().filter_map(ElementRef::wrap))
+            .filter_map(class_of)
+            .flat_map(|c| {
+                c.split_whitespace()
+                    .filter_map(|w| w.strip_prefix("language-").or_else(|| w.strip_prefix("lang-")))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .next()
+            .unwrap_or_default();
+        let fence = "`".repeat(longest_backtick_run(code).max(2) + 1);
+        out.push(format!("{fence}{lang}\n{code}\n{fence}"));
+    }
+
+    fn list(&self, el: ElementRef, ordered: bool, out: &mut Vec<String>) {
+        let mut n: u64 = el
+            .value()
+            .attr("start")
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(1);
+        let mut items = Vec::new();
+        for child in self.elements(el) {
+            let mut parts = Vec::new();
+            let name = child.value().name();
+            if name == "li" {
+                self.container(child, &mut parts);
+            } else {
+                self.block(child, &mut parts);
+            }
+            let body = parts.join("\n");
+            if body.is_empty() {
+                continue;
+            }
+            if name == "ul" || name == "ol" {
+                items.push(indent_item("  ", &body));
+                continue;
+            }
+            let marker = if ordered {
+                let m = format!("{n}. ");
+                n += 1;
+                m
+            } else {
+                "- ".to_string()
+            };
+            items.push(indent_item(&marker, &body));
+        }
+        if !items.is_empty() {
+            out.push(items.join("\n"));
+        }
+    }
+
+    fn rows<'b>(&self, table: ElementRef<'b>) -> Vec<ElementRef<'b>> {
+        let mut rows = Vec::new();
+        for child in self.elements(table) {
+            match child.value().name() {
+                "tr" => rows.push(child),
+                "thead" | "tbody" | "tfoot" => {
+                    rows.extend(
+                    self.elements(child)
+                        .into_iter()
+                        .filter(|r| r.value().name() == "tr"),
+                )
+                }
+                _ => {}
+            }
+        }
+        rows
+    }
+
+    fn table(&self, el: ElementRef, out: &mut Vec<String>) {
+        let rows: Vec<Vec<String>> = self
+            .rows(el)
+            .into_iter()
+            .map(|tr| {
+                self.elements(tr)
+                    .into_iter()
+                    .filter(|c| matches!(c.value().name(), "td" | "th"))
+                    .map(|cell| {
+                        let mut buf = String::new();
+                        self.inline_children(cell, &mut buf);
+                        let text = buf.split_whitespace().collect::<Vec<_>>().join(" ");
+                        if self.md {
+                            text.replace('|', "\\|")
+                        } else {
+                            text
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .filter(|r| !r.is_empty())
+            .collect();
+        let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+        if cols == 0 {
+            return;
+        }
+        if !self.md {
+            let lines: Vec<String> = rows.iter().map(|r| r.join("\t")).collect();
+            out.push(lines.join("\n"));
+            return;
+        }
+        let line = |r: &Vec<String>| {
+            let mut cells = r.clone();
+            cells.resize(cols, String::new());
+            format!("| {} |", cells.join(" | "))
+        };
+        let mut lines = vec![line(&rows[0])];
+        lines.push(format!("|{}", " --- |".repeat(cols)));
+        lines.extend(rows[1..].iter().map(line));
+        out.push(lines.join("\n"));
+    }
+
+    fn inline_children(&self, el: ElementRef, buf: &mut String) {
+        for child in el.children() {
+            match child.value() {
+                Node::Text(t) => self.text(t, buf),
+                Node::Element(_) => {
+                    if let Some(c) = ElementRef::wrap(child) {
+                        if !self.filter.skips(&c) {
+                            self.inline(c, buf);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Renders the children into `buf`, then wraps what they wrote in `mark` with the
+    /// surrounding white space kept outside the markers.
+    fn wrapped(&self, el: ElementRef, buf: &mut String, open: &str, close: &str) {
+        let start = buf.len();
+        self.inline_children(el, buf);
+        let inner = buf.split_off(start);
+        let trimmed = inner.trim();
+        if trimmed.is_empty() {
+            buf.push_str(&inner);
+            return;
+        }
+        if inner.starts_with(char::is_whitespace) && !buf.ends_with([' ', '\n']) {
+            buf.push(' ');
+        }
+        buf.push_str(open);
+        buf.push_str(trimmed);
+        buf.push_str(close);
+        if inner.ends_with(char::is_whitespace) {
+            buf.push(' ');
+        }
+    }
+
+    fn inline(&self, el: ElementRef, buf: &mut String) {
+        let name = el.value().name();
+        match name {
+            "br" => {
+                while buf.ends_with(' ') {
+                    buf.pop();
+                }
+                buf.push('\n');
+            }
+            "img" if self.md => {
+                let src = el.value().attr("src").and_then(|s| absolute(self.base, s));
+                if let Some(src) = src {
+                    let alt = el.value().attr("alt").unwrap_or_default();
+                    let alt = alt.split_whitespace().collect::<Vec<_>>().join(" ");
+                    buf.push_str(&format!("![{}]({src})", alt.replace(['[', ']'], "")));
+                }
+            }
+            "a" if self.md => {
+                match el.value().attr("href").and_then(|h| absolute(self.base, h)) {
+                    Some(href) => self.wrapped(el, buf, "[", &format!("]({href})")),
+                    None => self.inline_children(el, buf),
+                }
+            }
+            "strong" | "b" if self.md => self.wrapped(el, buf, "**", "**"),
+            "em" | "i" if self.md => self.wrapped(el, buf, "*", "*"),
+            "del" | "s" | "strike" if self.md => self.wrapped(el, buf, "~~", "~~"),
+            "code" | "kbd" | "samp" | "tt" => {
+                let code: String = el.text().collect::<String>();
+                let code = code.split_whitespace().collect::<Vec<_>>().join(" ");
+                if code.is_empty() {
+                    return;
+                }
+                if !self.md {
+                    buf.push_str(&code);
+                    return;
+                }
+                let ticks = "`".repeat(longest_backtick_run(&code) + 1);
+                let pad = if code.starts_with('`') || code.ends_with('`') {
+                    " "
+                } else {
+                    ""
+                };
+                buf.push_str(&format!("{ticks}{pad}{code}{pad}{ticks}"));
+            }
+            _ if is_block(name) => {
+                // A block inside inline content (a heading inside a link, a list in a cell).
+                if !buf.ends_with([' ', '\n']) && !buf.is_empty() {
+                    buf.push(' ');
+                }
+                self.inline_children(el, buf);
+                if !buf.ends_with([' ', '\n']) {
+                    buf.push(' ');
+                }
+            }
+            _ => self.inline_children(el, buf),
+        }
+    }
+
+    /// Appends text with white space collapsed and, in Markdown, syntax characters escaped.
+    fn text(&self, text: &str, buf: &mut String) {
+        let mut prev = buf.chars().last();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c.is_whitespace() {
+                if !matches!(prev, None | Some(' ') | Some('\n')) {
+                    buf.push(' ');
+                    prev = Some(' ');
+                }
+                continue;
+            }
+            if self.md {
+                let escape = match c {
+                    '\\' | '*' | '`' | '[' | ']' => true,
+                    // An underscore inside a word never starts emphasis in GFM.
+                    '_' => {
+                        let inside = prev.is_some_and(char::is_alphanumeric)
+                            && chars.peek().is_some_and(|n| n.is_alphanumeric());
+                        !inside
+                    }
+                    _ => false,
+                };
+                if escape {
+                    buf.push('\\');
+                }
+            }
+            buf.push(c);
+            prev = Some(c);
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Extraction from one parsed HTML document: Markdown, plain text, cleaned HTML, absolute
+//! links and metadata. The document is parsed once; every format is a walk over that one tree.
+
+mod clean;
+mod markdown;
+
+use scraper::{ElementRef, Html, Selector};
+use std::collections::HashSet;
+use url::Url;
+
+/// What to extract and which parts of the page count.
+#[derive(Default)]
+pub struct ExtractOptions {
+    pub only_main_content: bool,
+    pub include_selectors: Vec<Selector>,
+    pub exclude_selectors: Vec<Selector>,
+    pub markdown: bool,
+    pub text: bool,
+    pub html: bool,
+}
+
+impl ExtractOptions {
+    /// Compiles selectors (already validated with the request; an invalid one is dropped).
+    pub fn with_selectors(mut self, include: &[String], exclude: &[String]) -> Self {
+        let compile = |list: &[String]| -> Vec<Selector> {
+            list.iter().filter_map(|s| Selector::parse(s).ok()).collect()
+        };
+        self.include_selectors = compile(include);
+        self.exclude_selectors = compile(exclude);
+        self
+    }
+}
+
+/// Everything extracted from one page.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Extracted {
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub language: Option<String>,
+    pub canonical_url: Option<String>,
+    /// Absolute http(s) links of the whole page, without fragments, each once, in page order.
+    pub links: Vec<Url>,
+    pub markdown: Option<String>,
+    pub text: Option<String>,
+    pub html: Option<String>,
+}
+
+/// Elements whose content is never part of the readable page.
+const NEVER_CONTENT: &[&str] = &[
+    "script", "style", "noscript", "template", "head", "svg", "iframe", "object", "embed",
+    "canvas", "select", "button", "input", "textarea", "link", "meta", "dialog",
+];
+/// Page chrome that `only_main_content` drops.
+const CHROME: &[&str] = &["nav", "header", "footer", "aside"];
+const CHROME_ROLES: &[&str] = &["navigation", "banner", "contentinfo", "complementary"];
+
+/// Decides which elements are part of the content.
+pub(crate) struct Filter {
+    excluded: HashSet<ego_tree::NodeId>,
+    only_main_content: bool,
+}
+
+impl Filter {
+    /// Whether an element and everything under it is left out.
+    pub(crate) fn skips(&self, el: &ElementRef) -> bool {
+        let v = el.value();
+        let name = v.name();
+        if NEVER_CONTENT.contains(&name) || v.attr("hidden").is_some() {
+            return true;
+        }
+        if self.only_main_content
+            && (CHROME.contains(&name) || v.attr("role").is_some_and(|r| CHROME_ROLES.contains(&r)))
+        {
+            return true;
+        }
+        self.excluded.contains(&el.id())
+    }
+}
+
+/// Extracts what `opts` asks for from an HTML document fetched from `url`.
+pub fn extract_html(source: &str, url: &Url, opts: &ExtractOptions) -> Extracted {
+    let doc = Html::parse_document(source);
+    let base = base_url(&doc, url);
+    let mut out = Extracted {
+        links: links(&doc, &base),
+        ..Extracted::default()
+    };
+    metadata(&doc, &base, &mut out);
+
+    if !(opts.markdown || opts.text || opts.html) {
+        return out;
+    }
+    let excluded = opts
+        .exclude_selectors
+        .iter()
+        .flat_map(|s| doc.select(s).map(|e| e.id()))
+        .collect();
+    let filter = Filter {
+        excluded,
+        only_main_content: opts.only_main_content,
+    };
+    let roots = content_roots(&doc, &opts.include_selectors);
+    if opts.markdown {
+        out.markdown = Some(markdown::render(&roots, &filter, &base, markdown::Mode::Markdown));
+    }
+    if opts.text {
+        out.text = Some(markdown::render(&roots, &filter, &base, markdown::Mode::Text));
+    }
+    if opts.html {
+        out.html = Some(clean::render(&roots, &filter, &base));
+    }
+    out
+}
+
+/// The elements whose content is extracted: the matches of `include` (outermost only), or the
+/// body.
+fn content_roots<'a>(doc: &'a Html, include: &[Selector]) -> Vec<ElementRef<'a>> {
+    if include.is_empty() {
+        let body = Selector::parse("body").ok();
+        return match body.as_ref().and_then(|b| doc.select(b).next()) {
+            Some(b) => vec![b],
+            None => vec![doc.root_element()],
+        };
+    }
+    let matched: HashSet<ego_tree::NodeId> = include
+        .iter()
+        .flat_map(|s| doc.select(s).map(|e| e.id()))
+        .collect();
+    // Document order, and a match inside another match is already covered by it.
+    doc.root_element()
+        .descendants()
+        .filter(|n| matched.contains(&n.id()))
+        .filter(|n| !n.ancestors().any(|a| matched.contains(&a.id())))
+        .filter_map(ElementRef::wrap)
+        .collect()
+}
+
+fn select_first<'a>(doc: &'a Html, css: &str) -> Option<ElementRef<'a>> {
+    Selector::parse(css).ok().and_then(|s| doc.select(&s).next())
+}
+
+fn base_url(doc: &Html, url: &Url) -> Url {
+    select_first(doc, "base[href]")
+        .and_then(|b| b.value().attr("href"))
+        .and_then(|h| url.join(h).ok())
+        .unwrap_or_else(|| url.clone())
+}
+
+/// Resolves a link against the base; only http(s), without fragment.
+pub(crate) fn absolute(base: &Url, href: &str) -> Option<Url> {
+    let mut u = base.join(href.trim()).ok()?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return None;
+    }
+    u.set_fragment(None);
+    Some(u)
+}
+
+fn links(doc: &Html, base: &Url) -> Vec<Url> {
+    let Ok(sel) = Selector::parse("a[href], area[href]") else {
+        return Vec::new();
+    };
+    let mut seen = HashSet::new();
+    doc.select(&sel)
+        .filter_map(|a| a.value().attr("href"))
+        .filter_map(|h| absolute(base, h))
+        .filter(|u| seen.insert(u.as_str().to_string()))
+        .collect()
+}
+
+fn non_empty(s: Option<&str>) -> Option<String> {
+    let t = s?.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!t.is_empty()).then_some(t)
+}
+
+fn meta_content(doc: &Html, css: &str) -> Option<String> {
+    non_empty(select_first(doc, css).and_then(|m| m.value().attr("content")))
+}
+
+fn metadata(doc: &Html, base: &Url, out: &mut Extracted) {
+    out.title = select_first(doc, "title")
+        .and_then(|t| non_empty(Some(&t.text().collect::<String>())))
+        .or_else(|| meta_content(doc, r#"meta[property="og:title"]"#));
+    out.description = meta_content(doc, r#"meta[name="description"]"#)
+        .or_else(|| meta_content(doc, r#"meta[property="og:description"]"#));
+    out.language = non_empty(doc.root_element().value().attr("lang"));
+    out.canonical_url = select_first(doc, r#"link[rel="canonical"][href]"#)
+        .and_then(|l| l.value().attr("href"))
+        .and_then(|h| absolute(base, h))
+        .map(String::from);
+}
+
+#[cfg(test)]
+mod tests;

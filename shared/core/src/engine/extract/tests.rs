@@ -1,0 +1,102 @@
+use super::*;
+
+fn md(html: &str, only_main: bool) -> String {
+    let opts = ExtractOptions {
+        only_main_content: only_main,
+        markdown: true,
+        ..Default::default()
+    };
+    let url = Url::parse("https://example.com/docs/page").unwrap();
+    extract_html(html, &url, &opts).markdown.unwrap()
+}
+
+#[test]
+fn headings_paragraphs_emphasis_links() {
+    let out = md(
+        r#"<h1>Title</h1><p>Some <b>bold</b> and <em> spaced </em>text with a
+        <a href="/x#frag">link</a>.</p><p>snake_case and _under_ and *star*</p>"#,
+        true,
+    );
+    assert_eq!(
+        out,
+        "# Title\n\nSome **bold** and *spaced* text with a [link](https://example.com/x).\n\n\
+         snake_case and \\_under\\_ and \\*star\\*"
+    );
+}
+
+#[test]
+fn code_blocks_keep_code_verbatim() {
+    let out = md(
+        "<pre>fn main() {\n    let a = 1 * 2; // &lt;x&gt;\n}\n</pre>\
+         <pre><code class=\"language-rust\">let s = \"```\";\n\n\nend</code></pre>\
+         <p>Inline <code>a_b *c*</code>.</p>",
+        true,
+    );
+    assert_eq!(
+        out,
+        "```\nfn main() {\n    let a = 1 * 2; // <x>\n}\n```\n\n\
+         ````rust\nlet s = \"```\";\n\n\nend\n````\n\n\
+         Inline `a_b *c*`."
+    );
+}
+
+#[test]
+fn gfm_tables_and_lists() {
+    let out = md(
+        "<table><thead><tr><th>Name</th><th>Value</th></tr></thead>\
+         <tbody><tr><td>a|b</td><td><b>1</b></td></tr><tr><td>c</td></tr></tbody></table>\
+         <ul><li>one</li><li>two<ul><li>nested</li></ul></li></ul><ol start=\"3\"><li>x</li><li>y</li></ol>",
+        true,
+    );
+    assert_eq!(
+        out,
+        "| Name | Value |\n| --- | --- |\n| a\\|b | **1** |\n| c |  |\n\n\
+         - one\n- two\n  - nested\n\n3. x\n4. y"
+    );
+}
+
+#[test]
+fn scripts_styles_and_chrome_are_dropped() {
+    let html = "<html lang=en><head><title> T </title><style>.a{}</style></head><body>\
+        <nav>Menu</nav><header>Head</header><script>var x=1;</script>\
+        <main><p>Body text</p><aside>Side</aside></main><footer>Foot</footer></body></html>";
+    assert_eq!(md(html, true), "Body text");
+    let full = md(html, false);
+    assert!(full.contains("Menu") && full.contains("Foot") && full.contains("Body text"));
+    assert!(!full.contains("var x") && !full.contains(".a{}"));
+}
+
+#[test]
+fn selectors_metadata_links_text_html() {
+    let html = r#"<html lang="de"><head><title>Page</title>
+        <meta name="description" content="About  it">
+        <link rel="canonical" href="/canon"><base href="https://example.com/base/"></head>
+        <body><div id="keep"><p>Kept <a href="rel" onclick="x()">r</a></p><p class="ad">Ad</p></div>
+        <div>Other</div><a href="mailto:a@b">m</a><a href="https://other.org/#x">o</a>
+        <a href="rel">dup</a></body></html>"#;
+    let url = Url::parse("https://example.com/page").unwrap();
+    let opts = ExtractOptions {
+        only_main_content: true,
+        markdown: true,
+        text: true,
+        html: true,
+        ..Default::default()
+    }
+    .with_selectors(&["#keep".into()], &[".ad".into()]);
+    let e = extract_html(html, &url, &opts);
+    assert_eq!(e.title.as_deref(), Some("Page"));
+    assert_eq!(e.description.as_deref(), Some("About it"));
+    assert_eq!(e.language.as_deref(), Some("de"));
+    assert_eq!(e.canonical_url.as_deref(), Some("https://example.com/canon"));
+    let links: Vec<_> = e.links.iter().map(Url::as_str).collect();
+    assert_eq!(links, ["https://example.com/base/rel", "https://other.org/"]);
+    assert_eq!(
+        e.markdown.as_deref(),
+        Some("Kept [r](https://example.com/base/rel)")
+    );
+    assert_eq!(e.text.as_deref(), Some("Kept r"));
+    assert_eq!(
+        e.html.as_deref(),
+        Some(r#"<div><p>Kept <a href="https://example.com/base/rel">r</a></p></div>"#)
+    );
+}

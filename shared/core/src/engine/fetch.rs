@@ -1,0 +1,215 @@
+//! The one guarded HTTP client (SECURITY.md S1-S6, S8, V2, V3). Every outbound request of the
+//! service goes through [`Fetcher`].
+
+use super::guard::{AddressPolicy, BlockedAddress, GuardedResolver};
+use crate::domain::ErrorCode;
+use bytes::{Bytes, BytesMut};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use url::Url;
+
+/// Limits and identity of the fetcher.
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    pub user_agent: String,
+    /// Cap on decoded body bytes.
+    pub max_body_bytes: usize,
+    pub connect_timeout: Duration,
+    /// Longest silence between two reads of a response.
+    pub read_timeout: Duration,
+    pub max_redirects: usize,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        FetchConfig {
+            user_agent: default_user_agent(),
+            max_body_bytes: 10 * 1024 * 1024,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(15),
+            max_redirects: 5,
+        }
+    }
+}
+
+/// `SarvCrawl/<version> (+<project url>)`.
+pub fn default_user_agent() -> String {
+    format!(
+        "SarvCrawl/{} (+https://github.com/sarvcrawl/sarvcrawl)",
+        crate::VERSION
+    )
+}
+
+/// Why a fetch failed. Messages never carry a resolved address or low-level detail (S8).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("the destination address is not allowed")]
+    Blocked,
+    #[error("the request timed out")]
+    Timeout,
+    #[error("the response body is larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("more than {0} redirects")]
+    TooManyRedirects(usize),
+    #[error("redirect to an invalid or non-http(s) location")]
+    BadRedirect,
+    #[error("the page could not be fetched")]
+    Failed,
+}
+
+impl FetchError {
+    /// The API error code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            FetchError::Blocked => ErrorCode::BlockedAddress,
+            FetchError::Timeout => ErrorCode::Timeout,
+            FetchError::TooLarge(_) => ErrorCode::TooLarge,
+            FetchError::TooManyRedirects(_) | FetchError::BadRedirect | FetchError::Failed => {
+                ErrorCode::FetchFailed
+            }
+        }
+    }
+}
+
+/// A fetched response with its body read (and decoded) in full.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The URL after redirects.
+    pub url: Url,
+    pub status: u16,
+    pub content_type: Option<String>,
+    /// `Retry-After` in seconds, when the server sent one.
+    pub retry_after: Option<Duration>,
+    pub body: Bytes,
+    pub elapsed: Duration,
+}
+
+/// One guarded HTTP client: checked destinations, no proxies, manual and re-checked
+/// redirects, timeouts and a decoded-body cap.
+pub struct Fetcher {
+    client: reqwest::Client,
+    policy: Arc<AddressPolicy>,
+    config: FetchConfig,
+}
+
+impl Fetcher {
+    pub fn new(policy: AddressPolicy, config: FetchConfig) -> Result<Self, reqwest::Error> {
+        let policy = Arc::new(policy);
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
+            .connect_timeout(config.connect_timeout)
+            .read_timeout(config.read_timeout)
+            .user_agent(config.user_agent.clone())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(Fetcher {
+            client,
+            policy,
+            config,
+        })
+    }
+
+    pub fn policy(&self) -> &AddressPolicy {
+        &self.policy
+    }
+
+    pub fn user_agent(&self) -> &str {
+        &self.config.user_agent
+    }
+
+    /// GETs `url`, following at most the configured number of redirects, each re-checked,
+    /// all within `deadline`.
+    pub async fn get(
+        &self,
+        url: &Url,
+        headers: &BTreeMap<String, String>,
+        deadline: Duration,
+    ) -> Result<Fetched, FetchError> {
+        let started = Instant::now();
+        match tokio::time::timeout(deadline, self.get_inner(url, headers, started)).await {
+            Ok(r) => r,
+            Err(_) => Err(FetchError::Timeout),
+        }
+    }
+
+    async fn get_inner(
+        &self,
+        url: &Url,
+        headers: &BTreeMap<String, String>,
+        started: Instant,
+    ) -> Result<Fetched, FetchError> {
+        let mut current = url.clone();
+        let mut hops = 0;
+        loop {
+            if !matches!(current.scheme(), "http" | "https") {
+                return Err(FetchError::BadRedirect);
+            }
+            self.policy
+                .check_url(&current)
+                .map_err(|_| FetchError::Blocked)?;
+            let mut req = self.client.get(current.clone());
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            let mut resp = req.send().await.map_err(classify)?;
+            let status = resp.status();
+            if status.is_redirection() {
+                if let Some(loc) = resp.headers().get(http::header::LOCATION) {
+                    hops += 1;
+                    if hops > self.config.max_redirects {
+                        return Err(FetchError::TooManyRedirects(self.config.max_redirects));
+                    }
+                    let loc = loc.to_str().map_err(|_| FetchError::BadRedirect)?;
+                    current = current.join(loc).map_err(|_| FetchError::BadRedirect)?;
+                    current.set_fragment(None);
+                    continue;
+                }
+            }
+            let content_type = resp
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let retry_after = resp
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let cap = self.config.max_body_bytes;
+            let mut body = BytesMut::new();
+            while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+                if body.len() + chunk.len() > cap {
+                    return Err(FetchError::TooLarge(cap));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            return Ok(Fetched {
+                url: current,
+                status: status.as_u16(),
+                content_type,
+                retry_after,
+                body: body.freeze(),
+                elapsed: started.elapsed(),
+            });
+        }
+    }
+}
+
+fn classify(e: reqwest::Error) -> FetchError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if s.downcast_ref::<BlockedAddress>().is_some() {
+            return FetchError::Blocked;
+        }
+        source = s.source();
+    }
+    if e.is_timeout() {
+        return FetchError::Timeout;
+    }
+    tracing::debug!(error = %e, "fetch failed");
+    FetchError::Failed
+}

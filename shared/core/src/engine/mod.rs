@@ -1,0 +1,9 @@
+//! The fetch and extraction engine: one guarded HTTP client, robots.txt, sitemaps, URL rules
+//! and HTML to Markdown/text extraction.
+
+pub mod extract;
+pub mod fetch;
+pub mod guard;
+pub mod robots;
+pub mod sitemap;
+pub mod urls;

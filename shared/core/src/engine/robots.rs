@@ -1,0 +1,85 @@
+//! robots.txt per origin (RFC 9309, SECURITY.md C1): 2xx obey, 4xx allow all, 5xx or
+//! unreachable disallow all.
+
+use super::fetch::Fetcher;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use texting_robots::Robot;
+use url::Url;
+
+/// The product token matched against `User-agent` lines.
+pub const ROBOTS_AGENT: &str = "SarvCrawl";
+
+/// What one origin's robots.txt allows.
+pub enum Robots {
+    AllowAll,
+    DisallowAll { why: String },
+    Rules(Box<Robot>),
+}
+
+impl Robots {
+    /// Whether `url` may be fetched.
+    pub fn allows(&self, url: &Url) -> bool {
+        match self {
+            Robots::AllowAll => true,
+            Robots::DisallowAll { .. } => false,
+            Robots::Rules(r) => r.allowed(url.as_str()),
+        }
+    }
+
+    /// Sitemaps the file lists.
+    pub fn sitemaps(&self) -> Vec<String> {
+        match self {
+            Robots::Rules(r) => r.sitemaps.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A short account of the decision for the job's logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Robots::AllowAll => "no robots.txt rules apply: all allowed".into(),
+            Robots::DisallowAll { why } => format!("robots.txt {why}: nothing may be fetched"),
+            Robots::Rules(_) => "robots.txt rules apply".into(),
+        }
+    }
+}
+
+/// The robots.txt location of `url`'s origin.
+pub fn robots_url(url: &Url) -> Option<Url> {
+    let mut u = url.clone();
+    u.set_query(None);
+    u.set_fragment(None);
+    u.set_path("/robots.txt");
+    u.host_str()?;
+    Some(u)
+}
+
+/// Fetches and parses the robots.txt of `url`'s origin.
+pub async fn fetch_robots(fetcher: &Fetcher, url: &Url) -> Robots {
+    let Some(robots_url) = robots_url(url) else {
+        return Robots::DisallowAll {
+            why: "has no origin".into(),
+        };
+    };
+    match fetcher
+        .get(&robots_url, &BTreeMap::new(), Duration::from_secs(15))
+        .await
+    {
+        Ok(f) if (200..300).contains(&f.status) => {
+            // RFC 9309: at least 500 KiB must be parsed; more is ignored.
+            let body = &f.body[..f.body.len().min(512 * 1024)];
+            match Robot::new(ROBOTS_AGENT, body) {
+                Ok(r) => Robots::Rules(Box::new(r)),
+                Err(_) => Robots::AllowAll,
+            }
+        }
+        Ok(f) if (400..500).contains(&f.status) => Robots::AllowAll,
+        Ok(f) => Robots::DisallowAll {
+            why: format!("answered {}", f.status),
+        },
+        Err(e) => Robots::DisallowAll {
+            why: format!("was unreachable ({e})"),
+        },
+    }
+}

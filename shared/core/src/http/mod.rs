@@ -1,0 +1,204 @@
+//! Transport-neutral HTTP handlers: `http::Request` in, `http::Response` out, one function per
+//! route, errors mapped to API.md's bodies here and nowhere else.
+
+mod response;
+
+use crate::app::{cancel, query, submit, App, AppError};
+use crate::domain::validate::Problem;
+use crate::domain::{Job, JobKind, JobStatus, UserId};
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use response::{error, json_response};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+pub use response::{error_response, ErrorBody};
+
+/// Largest JSON body a submit route reads.
+pub const MAX_JSON_BODY: usize = 1024 * 1024;
+
+/// `GET /api/health`, which needs no key.
+pub fn health() -> Response<Bytes> {
+    json_response(
+        StatusCode::OK,
+        &json!({"status": "ok", "version": crate::VERSION}),
+    )
+}
+
+/// The answer to a request without a valid key.
+pub fn unauthorized() -> Response<Bytes> {
+    error_response(
+        StatusCode::UNAUTHORIZED,
+        ErrorBody::new("UNAUTHORIZED", "a valid API key is required"),
+    )
+}
+
+/// Routes an authenticated request.
+pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<Bytes> {
+    let path = req.uri().path().trim_end_matches('/').to_string();
+    let query = parse_query(req.uri().query());
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let result = match (req.method(), segments.as_slice()) {
+        (&Method::GET, ["api", "health"]) => return health(),
+        (&Method::POST, ["api", "scrape"]) => submit_job(app, user, JobKind::Scrape, req.body()).await,
+        (&Method::POST, ["api", "crawl"]) => submit_job(app, user, JobKind::Crawl, req.body()).await,
+        (&Method::GET, ["api", "jobs"]) => list_jobs(app, user, &query).await,
+        (&Method::GET, ["api", "jobs", id]) => get_job(app, user, id).await,
+        (&Method::GET, ["api", "jobs", id, "results"]) => results(app, user, id, &query).await,
+        (&Method::GET, ["api", "jobs", id, "logs"]) => logs(app, user, id, &query).await,
+        (&Method::GET, ["api", "jobs", id, "tree"]) => query::tree(app, user, id)
+            .await
+            .map(|t| json_response(StatusCode::OK, &t)),
+        (&Method::DELETE, ["api", "jobs", id, "cancel"]) => cancel::cancel(app, user, id)
+            .await
+            .map(|j| {
+                json_response(
+                    StatusCode::OK,
+                    &json!({"job_id": j.job_id, "status": j.status.as_str()}),
+                )
+            }),
+        _ => Err(AppError::NotFound),
+    };
+    result.unwrap_or_else(error)
+}
+
+fn parse_query(q: Option<&str>) -> HashMap<String, String> {
+    url::form_urlencoded::parse(q.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn invalid(field: &str, problem: &str) -> AppError {
+    AppError::Invalid(vec![Problem {
+        field: field.into(),
+        problem: problem.into(),
+    }])
+}
+
+/// A bounded integer query parameter.
+fn int_param(q: &HashMap<String, String>, name: &str, default: u64, min: u64, max: u64) -> Result<u64, AppError> {
+    match q.get(name) {
+        None => Ok(default),
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(invalid(name, &format!("must be an integer from {min} to {max}"))),
+        },
+    }
+}
+
+fn opt_int_param(q: &HashMap<String, String>, name: &str) -> Result<Option<u64>, AppError> {
+    q.get(name)
+        .map(|v| v.parse::<u64>().map_err(|_| invalid(name, "must be a non-negative integer")))
+        .transpose()
+}
+
+fn job_links(job: &Job) -> Value {
+    let base = format!("/api/jobs/{}", job.job_id);
+    json!({
+        "self": base,
+        "logs": format!("{base}/logs"),
+        "tree": format!("{base}/tree"),
+        "results": format!("{base}/results"),
+        "cancel": format!("{base}/cancel"),
+    })
+}
+
+fn job_json(job: &Job) -> Value {
+    let p = job.progress;
+    json!({
+        "job_id": job.job_id,
+        "kind": job.kind.as_str(),
+        "status": job.status.as_str(),
+        "created_at": response::timestamp(job.created_at),
+        "started_at": job.started_at.map(response::timestamp),
+        "finished_at": job.finished_at.map(response::timestamp),
+        "request": job.request,
+        "progress": {
+            "pages_discovered": p.pages_discovered,
+            "pages_completed": p.pages_completed,
+            "pages_failed": p.pages_failed,
+            "pages_queued": p.pages_queued,
+        },
+        "error": job.error,
+        "links": job_links(job),
+    })
+}
+
+/// Seconds a client should wait before polling a job of this age again.
+fn poll_after(age: chrono::Duration) -> u64 {
+    match age.num_seconds() {
+        s if s < 10 => 1,
+        s if s < 60 => 2,
+        s if s < 600 => 5,
+        _ => 10,
+    }
+}
+
+async fn submit_job(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Result<Response<Bytes>, AppError> {
+    let job = submit::submit(app, user, kind, body).await?;
+    let body = json!({
+        "job_id": job.job_id,
+        "kind": kind.as_str(),
+        "status": job.status.as_str(),
+        "created_at": response::timestamp(job.created_at),
+        "links": job_links(&job),
+    });
+    let mut resp = json_response(StatusCode::ACCEPTED, &body);
+    let headers = resp.headers_mut();
+    if let Ok(v) = format!("/api/jobs/{}", job.job_id).parse() {
+        headers.insert(http::header::LOCATION, v);
+    }
+    headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+    Ok(resp)
+}
+
+async fn get_job(app: &App, user: &UserId, id: &str) -> Result<Response<Bytes>, AppError> {
+    let job = query::job(app, user, id).await?;
+    let mut body = job_json(&job);
+    body["result"] = query::inline_result(app, &job).await?.unwrap_or(Value::Null);
+    let mut resp = json_response(StatusCode::OK, &body);
+    if !job.status.is_final() {
+        let after = poll_after(app.clock.now() - job.created_at);
+        if let Ok(v) = after.to_string().parse() {
+            resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+        }
+    }
+    Ok(resp)
+}
+
+async fn list_jobs(app: &App, user: &UserId, q: &HashMap<String, String>) -> Result<Response<Bytes>, AppError> {
+    let kind = match q.get("kind") {
+        Some(k) => Some(JobKind::parse(k).ok_or_else(|| invalid("kind", "must be scrape or crawl"))?),
+        None => None,
+    };
+    let status = match q.get("status") {
+        Some(s) => Some(JobStatus::parse(s).ok_or_else(|| {
+            invalid("status", "must be queued, running, completed, failed or cancelled")
+        })?),
+        None => None,
+    };
+    let limit = int_param(q, "limit", 20, 1, 100)? as u32;
+    let (jobs, next) = query::list(app, user, kind, status, limit, q.get("cursor").map(String::as_str)).await?;
+    let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
+    Ok(json_response(StatusCode::OK, &json!({"jobs": jobs, "next_cursor": next})))
+}
+
+async fn results(app: &App, user: &UserId, id: &str, q: &HashMap<String, String>) -> Result<Response<Bytes>, AppError> {
+    let limit = int_param(q, "limit", 20, 1, 100)? as u32;
+    let cursor = opt_int_param(q, "cursor")?;
+    let (data, next, total) = query::results(app, user, id, cursor, limit).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"data": data, "next_cursor": next.map(|c| c.to_string()), "total": total}),
+    ))
+}
+
+async fn logs(app: &App, user: &UserId, id: &str, q: &HashMap<String, String>) -> Result<Response<Bytes>, AppError> {
+    let limit = int_param(q, "limit", 100, 1, 1000)? as u32;
+    let after = opt_int_param(q, "after")?;
+    let (entries, next) = query::logs(app, user, id, after, limit).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"entries": entries, "next_after": next}),
+    ))
+}

@@ -1,0 +1,370 @@
+//! The narrow traits the core needs from the outside world. The embedded server implements
+//! them over SQLite and files; the AWS deployment over DynamoDB, SQS and S3.
+//!
+//! Every method that can race is specified as one conditional write, so any adapter that
+//! honours the contract keeps the per-user slot, URL claims, counters and final status exact.
+
+use crate::domain::{Job, JobError, JobId, JobKind, JobStatus, UserId};
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A storage, queue or blob failure. Always transient from the core's point of view: the task
+/// that met it is retried later.
+#[derive(Debug, thiserror::Error)]
+#[error("storage: {0}")]
+pub struct StoreError(pub String);
+
+impl StoreError {
+    pub fn new(e: impl std::fmt::Display) -> Self {
+        StoreError(e.to_string())
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The per-user slot a job takes when it is created.
+#[derive(Debug, Clone)]
+pub struct SlotClaim {
+    /// `scrape` or `crawl`: each user holds at most one slot of each.
+    pub kind: JobKind,
+    /// Until when the slot counts as held unless renewed.
+    pub lease_until: DateTime<Utc>,
+}
+
+/// What `create_job` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateOutcome {
+    Created,
+    /// Another job holds the slot; nothing was written.
+    SlotBusy { active_job_id: JobId },
+}
+
+/// Status of one URL in a job's discovery tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Skipped,
+    Cancelled,
+}
+
+impl NodeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStatus::Queued => "queued",
+            NodeStatus::Running => "running",
+            NodeStatus::Completed => "completed",
+            NodeStatus::Failed => "failed",
+            NodeStatus::Skipped => "skipped",
+            NodeStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => NodeStatus::Queued,
+            "running" => NodeStatus::Running,
+            "completed" => NodeStatus::Completed,
+            "failed" => NodeStatus::Failed,
+            "skipped" => NodeStatus::Skipped,
+            "cancelled" => NodeStatus::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Still owes work: counts in `pages_queued`.
+    pub fn is_pending(self) -> bool {
+        matches!(self, NodeStatus::Queued | NodeStatus::Running)
+    }
+}
+
+/// Why a discovered URL is not fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    Robots,
+    Filtered,
+    External,
+    Depth,
+    Limit,
+}
+
+impl SkipReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Robots => "robots",
+            SkipReason::Filtered => "filtered",
+            SkipReason::External => "external",
+            SkipReason::Depth => "depth",
+            SkipReason::Limit => "limit",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "robots" => SkipReason::Robots,
+            "filtered" => SkipReason::Filtered,
+            "external" => SkipReason::External,
+            "depth" => SkipReason::Depth,
+            "limit" => SkipReason::Limit,
+            _ => return None,
+        })
+    }
+}
+
+/// A URL found while working on a job: to fetch (`skip: None`) or to record as skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewNode {
+    /// The normalised URL; a job records each once.
+    pub url: String,
+    pub depth: u32,
+    pub skip: Option<SkipReason>,
+}
+
+/// A node of the discovery tree as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRow {
+    pub url: String,
+    pub parent: Option<String>,
+    pub depth: u32,
+    pub status: NodeStatus,
+    pub status_code: Option<u16>,
+    pub reason: Option<SkipReason>,
+}
+
+/// How fetching one page ended.
+#[derive(Debug, Clone)]
+pub struct PageOutcome {
+    /// `Completed`, `Failed` or `Cancelled`.
+    pub status: NodeStatus,
+    pub status_code: Option<u16>,
+    /// Where the page's document is stored, if one was written.
+    pub document_key: Option<String>,
+}
+
+/// What `complete_node` saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// This call moved the node out of `queued`/`running` (false for a duplicate delivery).
+    pub applied: bool,
+    /// Nodes of the job still queued or running after this call.
+    pub pending: u64,
+}
+
+/// Severity of a job log entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    Info,
+    Warn,
+    Error,
+}
+
+/// A log entry to append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLog {
+    pub level: LogLevel,
+    pub message: String,
+    pub url: Option<String>,
+}
+
+impl NewLog {
+    pub fn info(message: impl Into<String>) -> Self {
+        NewLog {
+            level: LogLevel::Info,
+            message: message.into(),
+            url: None,
+        }
+    }
+
+    pub fn warn(message: impl Into<String>) -> Self {
+        NewLog {
+            level: LogLevel::Warn,
+            message: message.into(),
+            url: None,
+        }
+    }
+
+    pub fn at(mut self, url: impl Into<String>) -> Self {
+        self.url = Some(url.into());
+        self
+    }
+}
+
+/// A stored log entry, as `/logs` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub seq: u64,
+    pub at: DateTime<Utc>,
+    pub level: LogLevel,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// Filters and paging of a user's job list.
+#[derive(Debug, Clone, Default)]
+pub struct JobQuery {
+    pub kind: Option<JobKind>,
+    pub status: Option<JobStatus>,
+    pub limit: u32,
+    /// Only jobs older than this one (the previous page's last job).
+    pub before: Option<JobId>,
+}
+
+/// A page of the stored document references of a job.
+#[derive(Debug, Clone, Default)]
+pub struct ResultPage {
+    pub keys: Vec<String>,
+    pub next_cursor: Option<u64>,
+    pub total: u64,
+}
+
+/// Jobs, per-user slots, discovery trees, results index and logs.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Writes the job, its root node (queued, depth 0) and, when given, takes the per-user slot,
+    /// all in one atomic write. A held slot whose lease has not run out makes it write nothing.
+    async fn create_job(
+        &self,
+        job: &Job,
+        root_url: &str,
+        slot: Option<SlotClaim>,
+    ) -> StoreResult<CreateOutcome>;
+
+    /// The job, if it exists and belongs to `user`.
+    async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>>;
+
+    /// The user's jobs, newest first.
+    async fn list_jobs(&self, user: &UserId, query: &JobQuery) -> StoreResult<Vec<Job>>;
+
+    /// `queued -> running`; false when the job was not queued.
+    async fn start_job(&self, user: &UserId, job: &JobId, at: DateTime<Utc>) -> StoreResult<bool>;
+
+    /// Sets a final status once and frees the job's slot in the same write; false when the job
+    /// was already final.
+    async fn finish_job(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        status: JobStatus,
+        error: Option<JobError>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Extends the lease of the slot held by `job`.
+    async fn renew_slot(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        kind: JobKind,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
+    /// Records URLs found on `parent`. A URL the job knows already is left alone. A URL to
+    /// fetch is claimed (`queued`, counted in `pages_discovered`) while fewer than `limit` are
+    /// claimed, and recorded as skipped for `limit` after that. Returns the URLs this page owes
+    /// the queue: the ones it claimed now and its children claimed earlier but still queued
+    /// (so a redelivered page re-sends what a crash may have lost).
+    async fn add_nodes(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        parent: &str,
+        nodes: &[NewNode],
+        limit: u64,
+    ) -> StoreResult<Vec<NewNode>>;
+
+    /// Moves a node from queued/running to its outcome, counts it once, and indexes its
+    /// document. A node already done is left alone (`applied: false`).
+    async fn complete_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+        outcome: &PageOutcome,
+    ) -> StoreResult<Completion>;
+
+    /// The node, if the job has it.
+    async fn get_node(&self, user: &UserId, job: &JobId, url: &str)
+        -> StoreResult<Option<NodeRow>>;
+
+    /// The discovery tree in discovery order, at most `max` nodes.
+    async fn tree(&self, user: &UserId, job: &JobId, max: u32) -> StoreResult<Vec<NodeRow>>;
+
+    /// Document keys of the job in completion order, from after `cursor`.
+    async fn results(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        cursor: Option<u64>,
+        limit: u32,
+    ) -> StoreResult<ResultPage>;
+
+    async fn append_logs(&self, user: &UserId, job: &JobId, entries: &[NewLog])
+        -> StoreResult<()>;
+
+    /// Log entries with `seq` greater than `after`, in order.
+    async fn logs(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        after: Option<u64>,
+        limit: u32,
+    ) -> StoreResult<Vec<LogEntry>>;
+}
+
+/// One unit of work: fetch one page of one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub user_id: UserId,
+    pub job_id: JobId,
+    pub url: String,
+    pub depth: u32,
+}
+
+/// A received task; `receipt` acknowledges it.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub receipt: String,
+    /// How many times this task has been received, this time included.
+    pub receive_count: u32,
+    pub task: Task,
+}
+
+/// At-least-once work queue with a visibility timeout: a received task that is not
+/// acknowledged in time is delivered again.
+#[async_trait]
+pub trait WorkQueue: Send + Sync {
+    async fn send(&self, tasks: &[Task]) -> StoreResult<()>;
+    /// Up to `max` tasks, waiting at most `wait` for the first.
+    async fn receive(&self, max: usize, wait: Duration) -> StoreResult<Vec<Delivery>>;
+    async fn ack(&self, receipt: &str) -> StoreResult<()>;
+}
+
+/// Documents, keyed by path-like strings.
+#[async_trait]
+pub trait BlobStore: Send + Sync {
+    async fn put(&self, key: &str, body: Bytes) -> StoreResult<()>;
+    async fn get(&self, key: &str) -> StoreResult<Option<Bytes>>;
+}
+
+/// The time, injectable for tests.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
