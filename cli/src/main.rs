@@ -1,1 +1,51 @@
-fn main(){}
+//! `sarvcrawl`: the embedded server (`serve`) and, in time, the client commands.
+
+mod serve;
+mod server;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// SarvCrawl: web pages as clean Markdown, whole sites crawled, as asynchronous jobs.
+#[derive(Parser)]
+#[command(name = "sarvcrawl", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the API server with its workers on this machine (SQLite and files under --data-dir).
+    Serve(serve::ServeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

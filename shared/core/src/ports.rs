@@ -226,6 +226,9 @@ pub struct ResultPage {
     pub total: u64,
 }
 
+/// Most URLs one job's tree records (SECURITY.md V4); `add_nodes` drops what comes after.
+pub const MAX_NODES_PER_JOB: u64 = 200_000;
+
 /// Jobs, per-user slots, discovery trees, results index and logs.
 #[async_trait]
 pub trait JobStore: Send + Sync {

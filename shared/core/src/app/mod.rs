@@ -32,8 +32,6 @@ pub struct Config {
     pub per_host_concurrency: usize,
     /// Largest result JSON returned inline by `GET /api/jobs/{id}`.
     pub inline_result_bytes: usize,
-    /// Most nodes a job's tree records; beyond it, discovered URLs are dropped.
-    pub max_nodes_per_job: u64,
 }
 
 impl Default for Config {
@@ -44,7 +42,6 @@ impl Default for Config {
             max_receives: 5,
             per_host_concurrency: 16,
             inline_result_bytes: 1024 * 1024,
-            max_nodes_per_job: 200_000,
         }
     }
 }

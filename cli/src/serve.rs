@@ -1,0 +1,153 @@
+//! `sarvcrawl serve`: configuration, start-up checks, workers and the HTTP server.
+
+use crate::server;
+use clap::Args;
+use ipnet::IpNet;
+use sarvcrawl_core::app::{worker, App, Config};
+use sarvcrawl_core::auth::{Auth, KeyRing, LOCAL_USER};
+use sarvcrawl_core::domain::UserId;
+use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
+use sarvcrawl_core::engine::guard::AddressPolicy;
+use sarvcrawl_core::ports::SystemClock;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on. Without API keys only a loopback address is accepted.
+    #[arg(long, env = "SARVCRAWL_ADDR", default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+
+    /// Directory for the SQLite database and stored documents.
+    #[arg(long, env = "SARVCRAWL_DATA_DIR", default_value = "./.sarvcrawl")]
+    data_dir: PathBuf,
+
+    /// Worker loops draining the work queue (each keeps up to 8 pages in flight).
+    /// Default: the number of CPU cores.
+    #[arg(long, env = "SARVCRAWL_WORKERS")]
+    workers: Option<usize>,
+
+    /// Open a network that is blocked by default (loopback, private ranges), e.g.
+    /// 127.0.0.1/32 to crawl a site on this machine. Repeatable; the env variable takes a
+    /// comma-separated list.
+    #[arg(long = "allow-net", env = "SARVCRAWL_ALLOW_NETS", value_delimiter = ',', value_name = "CIDR")]
+    allow_nets: Vec<IpNet>,
+
+    /// File of API keys, one `user_id:key` a line. SARVCRAWL_API_KEYS
+    /// (`user_id:key,user_id:key`) adds more. With no keys at all, a loopback server serves
+    /// one user, `local`, without a key.
+    #[arg(long, env = "SARVCRAWL_API_KEYS_FILE", value_name = "FILE")]
+    api_keys_file: Option<PathBuf>,
+
+    /// Seconds a received task stays invisible before it is delivered again.
+    #[arg(long, env = "SARVCRAWL_VISIBILITY_TIMEOUT", default_value_t = 300)]
+    visibility_timeout: u64,
+
+    /// User-Agent sent with every request.
+    #[arg(long, env = "SARVCRAWL_USER_AGENT")]
+    user_agent: Option<String>,
+}
+
+fn load_keys(args: &ServeArgs) -> Result<KeyRing, String> {
+    let mut ring = KeyRing::default();
+    if let Some(path) = &args.api_keys_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        ring.merge(KeyRing::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?);
+    }
+    if let Ok(env) = std::env::var("SARVCRAWL_API_KEYS") {
+        ring.merge(KeyRing::parse(&env).map_err(|e| format!("SARVCRAWL_API_KEYS: {e}"))?);
+    }
+    Ok(ring)
+}
+
+/// Runs the server until Ctrl-C or SIGTERM.
+pub async fn run(args: ServeArgs) -> Result<(), String> {
+    let keys = load_keys(&args)?;
+    let auth = if keys.is_empty() {
+        if !args.addr.ip().is_loopback() {
+            return Err(format!(
+                "refusing to serve {} without API keys: set --api-keys-file or SARVCRAWL_API_KEYS, \
+                 or listen on a loopback address",
+                args.addr
+            ));
+        }
+        tracing::warn!(
+            "no API keys configured: every request is user `{LOCAL_USER}`, no key needed (loopback only)"
+        );
+        Auth::Open(UserId(LOCAL_USER.into()))
+    } else {
+        tracing::info!(keys = keys.len(), "API keys loaded");
+        Auth::Keys(keys)
+    };
+    if !args.allow_nets.is_empty() {
+        let nets: Vec<String> = args.allow_nets.iter().map(ToString::to_string).collect();
+        tracing::warn!(networks = %nets.join(","), "fetching from normally blocked networks is allowed");
+    }
+
+    let local = sarvcrawl_local::open(&args.data_dir, Duration::from_secs(args.visibility_timeout.max(1)))
+        .map_err(|e| e.to_string())?;
+    let mut fetch = FetchConfig::default();
+    if let Some(ua) = &args.user_agent {
+        fetch.user_agent = ua.clone();
+    }
+    let fetcher = Fetcher::new(AddressPolicy::new(args.allow_nets.clone()), fetch)
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let app = Arc::new(App::new(
+        local.store.clone(),
+        local.queue.clone(),
+        local.blobs.clone(),
+        Arc::new(SystemClock),
+        Arc::new(fetcher),
+        Config::default(),
+    ));
+    tracing::info!("rendering (render: true) is not available: no headless browser configured");
+
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let worker_handle = tokio::spawn(worker::run_workers(app.clone(), workers, stop_rx));
+    tracing::info!(
+        data_dir = %args.data_dir.display(),
+        workers,
+        "SarvCrawl {} listening on http://{bound}",
+        sarvcrawl_core::VERSION
+    );
+    server::serve(listener, app, Arc::new(auth), shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
+    let _ = stop_tx.send(true);
+    let _ = worker_handle.await;
+    drop(local);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

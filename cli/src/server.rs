@@ -1,0 +1,65 @@
+//! The local HTTP server: authentication and body limits, then the core's handlers.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use axum::Router;
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use sarvcrawl_core::app::App;
+use sarvcrawl_core::auth::Auth;
+use sarvcrawl_core::http::{self as api, error_response, ErrorBody, MAX_JSON_BODY};
+use std::future::Future;
+use std::sync::Arc;
+
+#[derive(Clone)]
+struct Server {
+    app: Arc<App>,
+    auth: Arc<Auth>,
+}
+
+/// Serves the API on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+    auth: Arc<Auth>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = Router::new()
+        .fallback(handle)
+        .with_state(Server { app, auth });
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+fn into_axum(resp: http::Response<Bytes>) -> Response {
+    resp.map(Body::from)
+}
+
+async fn handle(State(s): State<Server>, req: Request<Body>) -> Response {
+    if req.uri().path().trim_end_matches('/') == "/api/health" {
+        return into_axum(api::health());
+    }
+    let authorization = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let Some(user) = s.auth.authenticate(authorization) else {
+        return into_axum(api::unauthorized());
+    };
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_JSON_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return into_axum(error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorBody::new(
+                    "PAYLOAD_TOO_LARGE",
+                    &format!("the request body is larger than {MAX_JSON_BODY} bytes"),
+                ),
+            ))
+        }
+    };
+    into_axum(api::handle(&s.app, &user, Request::from_parts(parts, bytes)).await)
+}

@@ -1,0 +1,54 @@
+//! Documents as files under the data directory, written atomically.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sarvcrawl_core::ports::{BlobStore, StoreError, StoreResult};
+use std::path::PathBuf;
+
+/// Blob store over a directory.
+pub struct FsBlobs {
+    root: PathBuf,
+}
+
+impl FsBlobs {
+    pub fn new(root: PathBuf) -> Self {
+        FsBlobs { root }
+    }
+
+    /// The file of a key; keys are made by the core, but are still checked to stay inside.
+    fn path(&self, key: &str) -> StoreResult<PathBuf> {
+        let safe = !key.is_empty()
+            && key
+                .split('/')
+                .all(|part| !part.is_empty() && part != "." && part != "..")
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/_-.".contains(&b));
+        if !safe {
+            return Err(StoreError(format!("invalid blob key {key:?}")));
+        }
+        Ok(self.root.join(key))
+    }
+}
+
+#[async_trait]
+impl BlobStore for FsBlobs {
+    async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
+        let path = self.path(key)?;
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(StoreError::new)?;
+        }
+        let tmp = path.with_extension(format!("tmp-{}", ulid::Ulid::new()));
+        tokio::fs::write(&tmp, &body).await.map_err(StoreError::new)?;
+        tokio::fs::rename(&tmp, &path).await.map_err(StoreError::new)
+    }
+
+    async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {
+        let path = self.path(key)?;
+        match tokio::fs::read(&path).await {
+            Ok(b) => Ok(Some(Bytes::from(b))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::new(e)),
+        }
+    }
+}

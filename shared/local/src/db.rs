@@ -1,0 +1,137 @@
+//! The SQLite database: schema, pragmas, and running statements off the async runtime.
+
+use rusqlite::Connection;
+use sarvcrawl_core::ports::{StoreError, StoreResult};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    finished_at TEXT,
+    request TEXT NOT NULL,
+    error TEXT,
+    discovered INTEGER NOT NULL DEFAULT 0,
+    completed INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    pending INTEGER NOT NULL DEFAULT 0,
+    nodes INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user_id, job_id);
+CREATE TABLE IF NOT EXISTS slots (
+    user_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    lease_until INTEGER NOT NULL,
+    PRIMARY KEY (user_id, kind)
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    job_id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    parent TEXT,
+    depth INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    status_code INTEGER,
+    reason TEXT,
+    PRIMARY KEY (job_id, url)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS nodes_by_seq ON nodes (job_id, seq);
+CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes (job_id, parent, status);
+CREATE TABLE IF NOT EXISTS results (
+    job_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    doc_key TEXT NOT NULL,
+    PRIMARY KEY (job_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS logs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    level TEXT NOT NULL,
+    message TEXT NOT NULL,
+    url TEXT
+);
+CREATE INDEX IF NOT EXISTS logs_by_job ON logs (job_id, seq);
+CREATE TABLE IF NOT EXISTS queue (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    body TEXT NOT NULL,
+    visible_at INTEGER NOT NULL,
+    receipt TEXT,
+    receives INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS queue_by_visibility ON queue (visible_at, id);
+CREATE INDEX IF NOT EXISTS queue_by_receipt ON queue (receipt);
+"#;
+
+/// One writer connection and one reader connection (WAL lets reads run beside writes).
+pub(crate) struct Db {
+    writer: Mutex<Connection>,
+    reader: Mutex<Connection>,
+}
+
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "busy_timeout", 5000)?;
+    Ok(conn)
+}
+
+impl Db {
+    pub(crate) fn open(path: &Path) -> rusqlite::Result<Self> {
+        let writer = connect(path)?;
+        writer.execute_batch(SCHEMA)?;
+        let reader = connect(path)?;
+        Ok(Db {
+            writer: Mutex::new(writer),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction on the writer, off the async runtime.
+    pub(crate) async fn write<T, F>(self: &Arc<Self>, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = db.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+        .map_err(StoreError::new)?
+        .map_err(|e: rusqlite::Error| StoreError::new(e))
+    }
+
+    /// Runs `f` on the reader, off the async runtime.
+    pub(crate) async fn read<T, F>(self: &Arc<Self>, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = db.reader.lock().unwrap_or_else(|p| p.into_inner());
+            f(&conn)
+        })
+        .await
+        .map_err(StoreError::new)?
+        .map_err(StoreError::new)
+    }
+
+    /// Runs `f` on the writer connection outside the runtime (start-up work).
+    pub(crate) fn write_now<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+        let conn = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn)
+    }
+}

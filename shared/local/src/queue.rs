@@ -1,0 +1,138 @@
+//! The work queue on SQLite, with SQS's semantics: at-least-once delivery, a visibility
+//! timeout, a receive count, acknowledgement by receipt.
+
+use crate::db::Db;
+use async_trait::async_trait;
+use rusqlite::params;
+use sarvcrawl_core::ports::{Delivery, StoreResult, Task, WorkQueue};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// SQLite-backed [`WorkQueue`].
+pub struct SqliteQueue {
+    db: Arc<Db>,
+    visibility: Duration,
+    arrived: Notify,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl SqliteQueue {
+    pub(crate) fn new(db: Arc<Db>, visibility: Duration) -> Self {
+        SqliteQueue {
+            db,
+            visibility,
+            arrived: Notify::new(),
+        }
+    }
+
+    /// Makes every received-but-unacknowledged task visible again. Only sound while no other
+    /// process works this queue, which the data directory lock guarantees.
+    pub(crate) fn release_all(&self) -> rusqlite::Result<usize> {
+        self.db
+            .write_now(|c| c.execute("UPDATE queue SET visible_at = 0 WHERE visible_at > 0", []))
+    }
+
+    /// Tasks waiting or in flight.
+    pub async fn depth(&self) -> StoreResult<u64> {
+        self.db
+            .read(|c| c.query_row("SELECT COUNT(*) FROM queue", [], |r| r.get(0)))
+            .await
+    }
+
+    async fn try_receive(&self, max: usize) -> StoreResult<Vec<Delivery>> {
+        let visibility = self.visibility.as_millis() as i64;
+        let (deliveries, broken) = self
+            .db
+            .write(move |tx| {
+                let now = now_ms();
+                let mut pick = tx.prepare_cached(
+                    "SELECT id FROM queue WHERE visible_at <= ?1 ORDER BY visible_at, id LIMIT ?2",
+                )?;
+                let ids: Vec<i64> = pick
+                    .query_map(params![now, max as i64], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?;
+                let mut take = tx.prepare_cached(
+                    "UPDATE queue SET visible_at = ?1, receipt = ?2, receives = receives + 1
+                     WHERE id = ?3 RETURNING body, receives",
+                )?;
+                let mut out = Vec::with_capacity(ids.len());
+                let mut broken = Vec::new();
+                for id in ids {
+                    let receipt = format!("{id}:{}", ulid::Ulid::new());
+                    let (body, receives): (String, u32) = take
+                        .query_row(params![now + visibility, receipt, id], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })?;
+                    match serde_json::from_str::<Task>(&body) {
+                        Ok(task) => out.push(Delivery {
+                            receipt,
+                            receive_count: receives,
+                            task,
+                        }),
+                        Err(_) => broken.push(id),
+                    }
+                }
+                for id in &broken {
+                    tx.execute("DELETE FROM queue WHERE id = ?1", [id])?;
+                }
+                Ok((out, broken.len()))
+            })
+            .await?;
+        if broken > 0 {
+            tracing::error!(count = broken, "dropped unreadable queue entries");
+        }
+        Ok(deliveries)
+    }
+}
+
+#[async_trait]
+impl WorkQueue for SqliteQueue {
+    async fn send(&self, tasks: &[Task]) -> StoreResult<()> {
+        let bodies: Vec<String> = tasks
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()
+            .map_err(sarvcrawl_core::ports::StoreError::new)?;
+        self.db
+            .write(move |tx| {
+                let mut insert =
+                    tx.prepare_cached("INSERT INTO queue (body, visible_at) VALUES (?1, 0)")?;
+                for b in &bodies {
+                    insert.execute([b])?;
+                }
+                Ok(())
+            })
+            .await?;
+        self.arrived.notify_waiters();
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize, wait: Duration) -> StoreResult<Vec<Delivery>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.arrived.notified();
+            let got = self.try_receive(max).await?;
+            let now = tokio::time::Instant::now();
+            if !got.is_empty() || now >= deadline {
+                return Ok(got);
+            }
+            // Wake on a send, or now and then for tasks whose visibility ran out.
+            let nap = (deadline - now).min(Duration::from_millis(250));
+            let _ = tokio::time::timeout(nap, notified).await;
+        }
+    }
+
+    async fn ack(&self, receipt: &str) -> StoreResult<()> {
+        let receipt = receipt.to_string();
+        self.db
+            .write(move |tx| {
+                tx.execute("DELETE FROM queue WHERE receipt = ?1", [receipt])?;
+                Ok(())
+            })
+            .await
+    }
+}

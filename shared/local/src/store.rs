@@ -1,0 +1,496 @@
+//! The job store on SQLite. Every method is one transaction, so each race the core cares about
+//! (slot, claim, count, final status) is settled by SQLite's single writer.
+
+use crate::db::Db;
+use async_trait::async_trait;
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
+use sarvcrawl_core::ports::{
+    Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode,
+    NodeRow, NodeStatus, PageOutcome, ResultPage, SkipReason, SlotClaim, StoreResult,
+    MAX_NODES_PER_JOB,
+};
+use std::sync::Arc;
+
+/// SQLite-backed [`JobStore`].
+pub struct SqliteStore {
+    db: Arc<Db>,
+}
+
+impl SqliteStore {
+    pub(crate) fn new(db: Arc<Db>) -> Self {
+        SqliteStore { db }
+    }
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn bad(what: &str) -> rusqlite::Error {
+    rusqlite::Error::InvalidColumnName(format!("unreadable {what}"))
+}
+
+const JOB_COLUMNS: &str = "job_id, user_id, kind, status, created_at, started_at, finished_at, \
+     request, error, discovered, completed, failed, pending";
+
+fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
+    let kind: String = r.get(2)?;
+    let status: String = r.get(3)?;
+    let created: String = r.get(4)?;
+    let started: Option<String> = r.get(5)?;
+    let finished: Option<String> = r.get(6)?;
+    let request: String = r.get(7)?;
+    let error: Option<String> = r.get(8)?;
+    Ok(Job {
+        job_id: JobId(r.get(0)?),
+        user_id: UserId(r.get(1)?),
+        kind: JobKind::parse(&kind).ok_or_else(|| bad("kind"))?,
+        status: JobStatus::parse(&status).ok_or_else(|| bad("status"))?,
+        created_at: parse_ts(&created)?,
+        started_at: started.as_deref().map(parse_ts).transpose()?,
+        finished_at: finished.as_deref().map(parse_ts).transpose()?,
+        request: serde_json::from_str(&request).map_err(|_| bad("request"))?,
+        error: error
+            .map(|e| serde_json::from_str::<JobError>(&e))
+            .transpose()
+            .map_err(|_| bad("error"))?,
+        progress: Progress {
+            pages_discovered: r.get(9)?,
+            pages_completed: r.get(10)?,
+            pages_failed: r.get(11)?,
+            pages_queued: r.get(12)?,
+        },
+    })
+}
+
+fn owns(c: &Connection, user: &str, job: &str) -> rusqlite::Result<bool> {
+    c.prepare_cached("SELECT 1 FROM jobs WHERE job_id = ?1 AND user_id = ?2")?
+        .exists(params![job, user])
+}
+
+fn node_from_row(r: &Row) -> rusqlite::Result<NodeRow> {
+    let status: String = r.get(3)?;
+    let reason: Option<String> = r.get(5)?;
+    Ok(NodeRow {
+        url: r.get(0)?,
+        parent: r.get(1)?,
+        depth: r.get(2)?,
+        status: NodeStatus::parse(&status).ok_or_else(|| bad("node status"))?,
+        status_code: r.get(4)?,
+        reason: reason.as_deref().and_then(SkipReason::parse),
+    })
+}
+
+fn pending_of(tx: &Transaction, job: &str) -> rusqlite::Result<u64> {
+    tx.query_row("SELECT pending FROM jobs WHERE job_id = ?1", [job], |r| r.get(0))
+}
+
+fn level_str(l: LogLevel) -> &'static str {
+    match l {
+        LogLevel::Info => "info",
+        LogLevel::Warn => "warn",
+        LogLevel::Error => "error",
+    }
+}
+
+fn level_of(s: &str) -> LogLevel {
+    match s {
+        "warn" => LogLevel::Warn,
+        "error" => LogLevel::Error,
+        _ => LogLevel::Info,
+    }
+}
+
+#[async_trait]
+impl JobStore for SqliteStore {
+    async fn create_job(&self, job: &Job, root_url: &str, slot: Option<SlotClaim>) -> StoreResult<CreateOutcome> {
+        let job = job.clone();
+        let root = root_url.to_string();
+        let request = job.request.to_string();
+        self.db
+            .write(move |tx| {
+                let user = job.user_id.as_str();
+                let now = job.created_at.timestamp_millis();
+                if let Some(slot) = &slot {
+                    let kind = slot.kind.as_str();
+                    let holder: Option<(String, i64)> = tx
+                        .query_row(
+                            "SELECT s.job_id, s.lease_until FROM slots s JOIN jobs j ON j.job_id = s.job_id
+                             WHERE s.user_id = ?1 AND s.kind = ?2 AND j.status IN ('queued', 'running')",
+                            params![user, kind],
+                            |r| Ok((r.get(0)?, r.get(1)?)),
+                        )
+                        .optional()?;
+                    if let Some((active, lease_until)) = holder {
+                        if lease_until >= now {
+                            return Ok(CreateOutcome::SlotBusy {
+                                active_job_id: JobId(active),
+                            });
+                        }
+                    }
+                    tx.execute(
+                        "INSERT OR REPLACE INTO slots (user_id, kind, job_id, lease_until) VALUES (?1, ?2, ?3, ?4)",
+                        params![user, kind, job.job_id.as_str(), slot.lease_until.timestamp_millis()],
+                    )?;
+                }
+                tx.execute(
+                    "INSERT INTO jobs (job_id, user_id, kind, status, created_at, request, discovered, pending, nodes)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, 1, 1)",
+                    params![
+                        job.job_id.as_str(),
+                        user,
+                        job.kind.as_str(),
+                        job.status.as_str(),
+                        ts(job.created_at),
+                        request
+                    ],
+                )?;
+                tx.execute(
+                    "INSERT INTO nodes (job_id, url, seq, parent, depth, status) VALUES (?1, ?2, 1, NULL, 0, 'queued')",
+                    params![job.job_id.as_str(), root],
+                )?;
+                Ok(CreateOutcome::Created)
+            })
+            .await
+    }
+
+    async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .read(move |c| {
+                c.prepare_cached(&format!(
+                    "SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = ?1 AND user_id = ?2"
+                ))?
+                .query_row(params![job, user], job_from_row)
+                .optional()
+            })
+            .await
+    }
+
+    async fn list_jobs(&self, user: &UserId, q: &JobQuery) -> StoreResult<Vec<Job>> {
+        let user = user.0.clone();
+        let q = q.clone();
+        self.db
+            .read(move |c| {
+                let sql = format!(
+                    "SELECT {JOB_COLUMNS} FROM jobs WHERE user_id = ?1
+                     AND (?2 IS NULL OR kind = ?2) AND (?3 IS NULL OR status = ?3)
+                     AND (?4 IS NULL OR job_id < ?4)
+                     ORDER BY job_id DESC LIMIT ?5"
+                );
+                let mut stmt = c.prepare_cached(&sql)?;
+                let rows = stmt.query_map(
+                    params![
+                        user,
+                        q.kind.map(JobKind::as_str),
+                        q.status.map(JobStatus::as_str),
+                        q.before.as_ref().map(JobId::as_str),
+                        q.limit
+                    ],
+                    job_from_row,
+                )?;
+                rows.collect()
+            })
+            .await
+    }
+
+    async fn start_job(&self, user: &UserId, job: &JobId, at: DateTime<Utc>) -> StoreResult<bool> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .write(move |tx| {
+                let n = tx.execute(
+                    "UPDATE jobs SET status = 'running', started_at = ?3
+                     WHERE job_id = ?1 AND user_id = ?2 AND status = 'queued'",
+                    params![job, user, ts(at)],
+                )?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn finish_job(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        status: JobStatus,
+        error: Option<JobError>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        let error = error.map(|e| serde_json::to_string(&e).unwrap_or_default());
+        self.db
+            .write(move |tx| {
+                let n = tx.execute(
+                    "UPDATE jobs SET status = ?3, error = ?4, finished_at = ?5
+                     WHERE job_id = ?1 AND user_id = ?2 AND status IN ('queued', 'running')",
+                    params![job, user, status.as_str(), error, ts(at)],
+                )?;
+                if n == 1 {
+                    tx.execute(
+                        "DELETE FROM slots WHERE user_id = ?1 AND job_id = ?2",
+                        params![user, job],
+                    )?;
+                }
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn renew_slot(&self, user: &UserId, job: &JobId, kind: JobKind, lease_until: DateTime<Utc>) -> StoreResult<()> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .write(move |tx| {
+                tx.execute(
+                    "UPDATE slots SET lease_until = ?4 WHERE user_id = ?1 AND kind = ?2 AND job_id = ?3",
+                    params![user, kind.as_str(), job, lease_until.timestamp_millis()],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn add_nodes(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        parent: &str,
+        nodes: &[NewNode],
+        limit: u64,
+    ) -> StoreResult<Vec<NewNode>> {
+        let (user, job, parent) = (user.0.clone(), job.0.clone(), parent.to_string());
+        let nodes = nodes.to_vec();
+        self.db
+            .write(move |tx| {
+                if !owns(tx, &user, &job)? {
+                    return Ok(Vec::new());
+                }
+                let (mut discovered, mut pending, mut count): (u64, u64, u64) = tx.query_row(
+                    "SELECT discovered, pending, nodes FROM jobs WHERE job_id = ?1",
+                    [&job],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )?;
+                {
+                    let mut known = tx.prepare_cached("SELECT 1 FROM nodes WHERE job_id = ?1 AND url = ?2")?;
+                    let mut insert = tx.prepare_cached(
+                        "INSERT INTO nodes (job_id, url, seq, parent, depth, status, reason)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    )?;
+                    for n in &nodes {
+                        if count >= MAX_NODES_PER_JOB {
+                            break;
+                        }
+                        if known.exists(params![job, n.url])? {
+                            continue;
+                        }
+                        let skip = match n.skip {
+                            None if discovered >= limit => Some(SkipReason::Limit),
+                            s => s,
+                        };
+                        let status = if skip.is_some() { "skipped" } else { "queued" };
+                        count += 1;
+                        if skip.is_none() {
+                            discovered += 1;
+                            pending += 1;
+                        }
+                        insert.execute(params![
+                            job,
+                            n.url,
+                            count,
+                            parent,
+                            n.depth,
+                            status,
+                            skip.map(SkipReason::as_str)
+                        ])?;
+                    }
+                }
+                tx.execute(
+                    "UPDATE jobs SET discovered = ?2, pending = ?3, nodes = ?4 WHERE job_id = ?1",
+                    params![job, discovered, pending, count],
+                )?;
+                let mut owed = tx.prepare_cached(
+                    "SELECT url, depth FROM nodes WHERE job_id = ?1 AND parent = ?2 AND status = 'queued'",
+                )?;
+                let rows = owed.query_map(params![job, parent], |r| {
+                    Ok(NewNode {
+                        url: r.get(0)?,
+                        depth: r.get(1)?,
+                        skip: None,
+                    })
+                })?;
+                rows.collect()
+            })
+            .await
+    }
+
+    async fn complete_node(&self, user: &UserId, job: &JobId, url: &str, outcome: &PageOutcome) -> StoreResult<Completion> {
+        let (user, job, url) = (user.0.clone(), job.0.clone(), url.to_string());
+        let outcome = outcome.clone();
+        self.db
+            .write(move |tx| {
+                if !owns(tx, &user, &job)? {
+                    return Ok(Completion {
+                        applied: false,
+                        pending: 0,
+                    });
+                }
+                let current: Option<String> = tx
+                    .query_row(
+                        "SELECT status FROM nodes WHERE job_id = ?1 AND url = ?2",
+                        params![job, url],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let pending_now = current
+                    .as_deref()
+                    .and_then(NodeStatus::parse)
+                    .is_some_and(NodeStatus::is_pending);
+                if !pending_now || outcome.status.is_pending() {
+                    return Ok(Completion {
+                        applied: false,
+                        pending: pending_of(tx, &job)?,
+                    });
+                }
+                tx.execute(
+                    "UPDATE nodes SET status = ?3, status_code = ?4 WHERE job_id = ?1 AND url = ?2",
+                    params![job, url, outcome.status.as_str(), outcome.status_code],
+                )?;
+                let (completed, failed) = match outcome.status {
+                    NodeStatus::Completed => (1, 0),
+                    NodeStatus::Failed => (0, 1),
+                    _ => (0, 0),
+                };
+                tx.execute(
+                    "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3, pending = pending - 1
+                     WHERE job_id = ?1",
+                    params![job, completed, failed],
+                )?;
+                if let Some(key) = &outcome.document_key {
+                    tx.execute(
+                        "INSERT INTO results (job_id, seq, doc_key)
+                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM results WHERE job_id = ?1), ?2)",
+                        params![job, key],
+                    )?;
+                }
+                Ok(Completion {
+                    applied: true,
+                    pending: pending_of(tx, &job)?,
+                })
+            })
+            .await
+    }
+
+    async fn get_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<Option<NodeRow>> {
+        let (user, job, url) = (user.0.clone(), job.0.clone(), url.to_string());
+        self.db
+            .read(move |c| {
+                if !owns(c, &user, &job)? {
+                    return Ok(None);
+                }
+                c.prepare_cached(
+                    "SELECT url, parent, depth, status, status_code, reason FROM nodes WHERE job_id = ?1 AND url = ?2",
+                )?
+                .query_row(params![job, url], node_from_row)
+                .optional()
+            })
+            .await
+    }
+
+    async fn tree(&self, user: &UserId, job: &JobId, max: u32) -> StoreResult<Vec<NodeRow>> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .read(move |c| {
+                if !owns(c, &user, &job)? {
+                    return Ok(Vec::new());
+                }
+                let mut stmt = c.prepare_cached(
+                    "SELECT url, parent, depth, status, status_code, reason FROM nodes
+                     WHERE job_id = ?1 ORDER BY seq LIMIT ?2",
+                )?;
+                let rows = stmt.query_map(params![job, max], node_from_row)?;
+                rows.collect()
+            })
+            .await
+    }
+
+    async fn results(&self, user: &UserId, job: &JobId, cursor: Option<u64>, limit: u32) -> StoreResult<ResultPage> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .read(move |c| {
+                if !owns(c, &user, &job)? {
+                    return Ok(ResultPage::default());
+                }
+                let total: u64 = c.query_row("SELECT COUNT(*) FROM results WHERE job_id = ?1", [&job], |r| r.get(0))?;
+                let mut stmt = c.prepare_cached(
+                    "SELECT seq, doc_key FROM results WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                )?;
+                let mut rows: Vec<(u64, String)> = stmt
+                    .query_map(params![job, cursor.unwrap_or(0), limit + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                let more = rows.len() > limit as usize;
+                rows.truncate(limit as usize);
+                Ok(ResultPage {
+                    next_cursor: if more { rows.last().map(|r| r.0) } else { None },
+                    keys: rows.into_iter().map(|r| r.1).collect(),
+                    total,
+                })
+            })
+            .await
+    }
+
+    async fn append_logs(&self, user: &UserId, job: &JobId, entries: &[NewLog]) -> StoreResult<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let (user, job) = (user.0.clone(), job.0.clone());
+        let entries = entries.to_vec();
+        let at = ts(Utc::now());
+        self.db
+            .write(move |tx| {
+                if !owns(tx, &user, &job)? {
+                    return Ok(());
+                }
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO logs (job_id, at, level, message, url) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?;
+                for e in &entries {
+                    insert.execute(params![job, at, level_str(e.level), e.message, e.url])?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn logs(&self, user: &UserId, job: &JobId, after: Option<u64>, limit: u32) -> StoreResult<Vec<LogEntry>> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .read(move |c| {
+                if !owns(c, &user, &job)? {
+                    return Ok(Vec::new());
+                }
+                let mut stmt = c.prepare_cached(
+                    "SELECT seq, at, level, message, url FROM logs WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                )?;
+                let rows = stmt.query_map(params![job, after.unwrap_or(0), limit], |r| {
+                    let at: String = r.get(1)?;
+                    let level: String = r.get(2)?;
+                    Ok(LogEntry {
+                        seq: r.get(0)?,
+                        at: parse_ts(&at)?,
+                        level: level_of(&level),
+                        message: r.get(3)?,
+                        url: r.get(4)?,
+                    })
+                })?;
+                rows.collect()
+            })
+            .await
+    }
+}
