@@ -1,0 +1,224 @@
+//! Spawning `sarvcrawl serve` and talking to its API.
+
+use serde_json::Value;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `sarvcrawl` binary: `SARVCRAWL_BIN`, or the one built beside the test executable.
+pub fn binary() -> PathBuf {
+    if let Ok(p) = std::env::var("SARVCRAWL_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target directory");
+    dir.join("sarvcrawl")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A running `sarvcrawl serve`, killed when dropped.
+pub struct Serve {
+    child: Option<Child>,
+    pub base: String,
+    pub data_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    port: u16,
+}
+
+impl Serve {
+    /// Starts a server allowed to fetch from 127.0.0.1 (and nothing else blocked by default).
+    pub fn start() -> Serve {
+        Serve::with(&["--allow-net", "127.0.0.1/32"], &[])
+    }
+
+    /// Starts a server with extra arguments and environment variables.
+    pub fn with(args: &[&str], envs: &[(&str, &str)]) -> Serve {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let data_dir = tmp.path().join("data");
+        let mut s = Serve {
+            child: None,
+            base: String::new(),
+            data_dir,
+            _tmp: Some(tmp),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            port: free_port(),
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new(binary());
+        cmd.arg("serve")
+            .arg("--addr")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(&self.args)
+            .env_remove("SARVCRAWL_API_KEYS")
+            .env_remove("SARVCRAWL_ALLOW_NETS")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn sarvcrawl serve");
+        self.child = Some(child);
+        self.base = format!("http://127.0.0.1:{}", self.port);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("sarvcrawl serve did not start listening");
+    }
+
+    /// Kills the server at once (SIGKILL): nothing gets to shut down cleanly.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and data directory.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// A client of this server with an optional API key.
+    pub fn api(&self, key: Option<&str>) -> Api {
+        Api {
+            base: self.base.clone(),
+            key: key.map(str::to_string),
+            http: reqwest::Client::new(),
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A client of the API.
+#[derive(Clone)]
+pub struct Api {
+    pub base: String,
+    key: Option<String>,
+    pub http: reqwest::Client,
+}
+
+/// A response: status, headers and JSON body (Null when the body is not JSON).
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+impl Api {
+    pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Reply {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.expect("request to sarvcrawl");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.expect("response body");
+        Reply {
+            status,
+            headers,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(reqwest::Method::DELETE, path, None).await
+    }
+
+    /// Submits and expects 202; returns the job id.
+    pub async fn submit(&self, kind: &str, body: &Value) -> String {
+        let r = self.post(&format!("/api/{kind}"), body).await;
+        assert_eq!(r.status, 202, "submit {kind}: {}", r.body);
+        r.body["job_id"].as_str().expect("job_id").to_string()
+    }
+
+    pub async fn job(&self, id: &str) -> Value {
+        let r = self.get(&format!("/api/jobs/{id}")).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+    }
+
+    /// Polls until the job is final (or panics after `timeout`).
+    pub async fn wait(&self, id: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let job = self.job(id).await;
+            if matches!(job["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id} not final in time: {job}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Every document of a job, following `next_cursor`.
+    pub async fn all_results(&self, id: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/api/jobs/{id}/results?limit=100&cursor={c}"),
+                None => format!("/api/jobs/{id}/results?limit=100"),
+            };
+            let r = self.get(&path).await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            out.extend(r.body["data"].as_array().cloned().unwrap_or_default());
+            match r.body["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return out,
+            }
+        }
+    }
+
+    /// Every log entry of a job.
+    pub async fn all_logs(&self, id: &str) -> Vec<Value> {
+        let r = self.get(&format!("/api/jobs/{id}/logs?limit=1000")).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["entries"].as_array().cloned().unwrap_or_default()
+    }
+}
