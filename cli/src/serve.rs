@@ -32,7 +32,12 @@ pub struct ServeArgs {
     /// Open a network that is blocked by default (loopback, private ranges), e.g.
     /// 127.0.0.1/32 to crawl a site on this machine. Repeatable; the env variable takes a
     /// comma-separated list.
-    #[arg(long = "allow-net", env = "SARVCRAWL_ALLOW_NETS", value_delimiter = ',', value_name = "CIDR")]
+    #[arg(
+        long = "allow-net",
+        env = "SARVCRAWL_ALLOW_NETS",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
     allow_nets: Vec<IpNet>,
 
     /// File of API keys, one `user_id:key` a line. SARVCRAWL_API_KEYS
@@ -87,8 +92,11 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         tracing::warn!(networks = %nets.join(","), "fetching from normally blocked networks is allowed");
     }
 
-    let local = sarvcrawl_local::open(&args.data_dir, Duration::from_secs(args.visibility_timeout.max(1)))
-        .map_err(|e| e.to_string())?;
+    let local = sarvcrawl_local::open(
+        &args.data_dir,
+        Duration::from_secs(args.visibility_timeout.max(1)),
+    )
+    .map_err(|e| e.to_string())?;
     let mut fetch = FetchConfig::default();
     if let Some(ua) = &args.user_agent {
         fetch.user_agent = ua.clone();

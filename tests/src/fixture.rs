@@ -138,7 +138,11 @@ impl Site {
     }
 
     pub fn hits(&self) -> Vec<Hit> {
-        self.state.hits.lock().map(|h| h.clone()).unwrap_or_default()
+        self.state
+            .hits
+            .lock()
+            .map(|h| h.clone())
+            .unwrap_or_default()
     }
 
     /// How many requests asked for `path` (with its query).
@@ -186,14 +190,19 @@ async fn serve(State(state): State<Arc<SiteState>>, req: Request<Body>) -> Respo
     let open = state.open.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_open.fetch_max(open, Ordering::SeqCst);
     let _guard = OpenGuard(state.clone());
-    let route = state
-        .routes
-        .get(&path)
-        .cloned()
-        .or_else(|| state.dynamic.as_ref().and_then(|d| d(&path, query.as_deref())));
+    let route = state.routes.get(&path).cloned().or_else(|| {
+        state
+            .dynamic
+            .as_ref()
+            .and_then(|d| d(&path, query.as_deref()))
+    });
     match route {
         Some(r) => respond(r, previous).await,
-        None => simple(404, "text/html", Bytes::from_static(b"<html><body>not found</body></html>")),
+        None => simple(
+            404,
+            "text/html",
+            Bytes::from_static(b"<html><body>not found</body></html>"),
+        ),
     }
 }
 
@@ -205,7 +214,10 @@ fn simple(status: u16, content_type: &str, body: Bytes) -> Response<Body> {
         .unwrap_or_default()
 }
 
-fn respond(route: Route, previous: usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<Body>> + Send>> {
+fn respond(
+    route: Route,
+    previous: usize,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<Body>> + Send>> {
     Box::pin(async move {
         match route {
             Route::Html(h) => simple(200, "text/html; charset=utf-8", Bytes::from(h)),
@@ -214,7 +226,8 @@ fn respond(route: Route, previous: usize) -> std::pin::Pin<Box<dyn std::future::
                 headers,
                 body,
             } => {
-                let mut b = Response::builder().status(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+                let mut b = Response::builder()
+                    .status(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
                 for (k, v) in headers {
                     b = b.header(k, v);
                 }
@@ -241,7 +254,8 @@ fn respond(route: Route, previous: usize) -> std::pin::Pin<Box<dyn std::future::
             }
             Route::Endless => {
                 let chunk = Bytes::from(vec![b'a'; 64 * 1024]);
-                let stream = futures::stream::repeat_with(move || Ok::<_, std::io::Error>(chunk.clone()));
+                let stream =
+                    futures::stream::repeat_with(move || Ok::<_, std::io::Error>(chunk.clone()));
                 Response::builder()
                     .header("content-type", "text/html")
                     .body(Body::from_stream(stream))
@@ -301,7 +315,11 @@ pub fn tree_paths(n: usize, max_depth: usize) -> Vec<String> {
     for _ in 0..=max_depth {
         let mut next = Vec::new();
         for &i in &level {
-            out.push(if i == 0 { "/".to_string() } else { format!("/p/{i}.html") });
+            out.push(if i == 0 {
+                "/".to_string()
+            } else {
+                format!("/p/{i}.html")
+            });
             next.extend(((3 * i + 1)..=(3 * i + 3)).filter(|&c| c < n));
         }
         level = next;
@@ -317,7 +335,9 @@ pub struct Tap {
 
 impl Tap {
     pub async fn bind(ip: &str) -> Tap {
-        let listener = tokio::net::TcpListener::bind((ip, 0)).await.expect("bind tap");
+        let listener = tokio::net::TcpListener::bind((ip, 0))
+            .await
+            .expect("bind tap");
         let addr = listener.local_addr().expect("tap address");
         let count = Arc::new(AtomicUsize::new(0));
         let c = count.clone();

@@ -7,3 +7,33 @@ pub mod server;
 
 pub use fixture::{tree_paths, tree_site, Route, Site, Tap};
 pub use server::{Api, Serve};
+
+/// One node of a job's `/tree`, flattened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeNode {
+    pub url: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub depth: u64,
+    pub parent: Option<String>,
+}
+
+/// Every node of a `/tree` answer, parents before children.
+pub fn tree_nodes(tree: &serde_json::Value) -> Vec<TreeNode> {
+    fn walk(node: &serde_json::Value, parent: Option<&str>, out: &mut Vec<TreeNode>) {
+        let url = node["url"].as_str().unwrap_or_default().to_string();
+        out.push(TreeNode {
+            url: url.clone(),
+            status: node["status"].as_str().unwrap_or_default().to_string(),
+            reason: node["reason"].as_str().map(String::from),
+            depth: node["depth"].as_u64().unwrap_or_default(),
+            parent: parent.map(String::from),
+        });
+        for c in node["children"].as_array().into_iter().flatten() {
+            walk(c, Some(&url), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&tree["root"], None, &mut out);
+    out
+}

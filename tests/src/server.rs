@@ -12,7 +12,10 @@ pub fn binary() -> PathBuf {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(Path::parent).expect("target directory");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
     dir.join("sarvcrawl")
 }
 
@@ -50,7 +53,10 @@ impl Serve {
             data_dir,
             _tmp: Some(tmp),
             args: args.iter().map(|s| s.to_string()).collect(),
-            envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            envs: envs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             port: free_port(),
         };
         s.spawn();
@@ -67,7 +73,7 @@ impl Serve {
             .args(&self.args)
             .env_remove("SARVCRAWL_API_KEYS")
             .env_remove("SARVCRAWL_ALLOW_NETS")
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
@@ -188,10 +194,16 @@ impl Api {
         let deadline = Instant::now() + timeout;
         loop {
             let job = self.job(id).await;
-            if matches!(job["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
+            if matches!(
+                job["status"].as_str(),
+                Some("completed" | "failed" | "cancelled")
+            ) {
                 return job;
             }
-            assert!(Instant::now() < deadline, "job {id} not final in time: {job}");
+            assert!(
+                Instant::now() < deadline,
+                "job {id} not final in time: {job}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

@@ -56,7 +56,11 @@ async fn markdown_and_every_format_of_a_known_page() {
     let text = doc["text"].as_str().unwrap();
     assert!(text.starts_with("Known page\n\nIntro with bold, emphasis and a relative link."));
     let html = doc["html"].as_str().unwrap();
-    assert!(html.contains("<h1>Known page</h1>") && !html.contains("script") && !html.contains("Advertisement"));
+    assert!(
+        html.contains("<h1>Known page</h1>")
+            && !html.contains("script")
+            && !html.contains("Advertisement")
+    );
     assert_eq!(doc["raw_html"], ARTICLE);
     assert_eq!(
         doc["links"],
@@ -70,12 +74,30 @@ async fn markdown_and_every_format_of_a_known_page() {
     assert_eq!(meta["bytes"], ARTICLE.len());
     assert_eq!(doc["status_code"], 200);
     assert_eq!(doc["url"], site.url("/article"));
-    for absent in ["script text", "color: red", "Navigation", "Site header", "Site footer", "Related"] {
-        assert!(!doc["markdown"].as_str().unwrap().contains(absent), "{absent}");
+    for absent in [
+        "script text",
+        "color: red",
+        "Navigation",
+        "Site header",
+        "Site footer",
+        "Related",
+    ] {
+        assert!(
+            !doc["markdown"].as_str().unwrap().contains(absent),
+            "{absent}"
+        );
     }
     // The page was read with an honest User-Agent.
-    let hit = site.hits().into_iter().find(|h| h.path == "/article").unwrap();
-    assert!(hit.user_agent.starts_with("SarvCrawl/"), "{}", hit.user_agent);
+    let hit = site
+        .hits()
+        .into_iter()
+        .find(|h| h.path == "/article")
+        .unwrap();
+    assert!(
+        hit.user_agent.starts_with("SarvCrawl/"),
+        "{}",
+        hit.user_agent
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -83,11 +105,22 @@ async fn only_main_content_off_and_include_selectors() {
     let site = Site::start(site_routes(vec![("/article", Route::Html(ARTICLE.into()))])).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let full = scrape(&api, json!({"url": site.url("/article"), "only_main_content": false})).await;
+    let full = scrape(
+        &api,
+        json!({"url": site.url("/article"), "only_main_content": false}),
+    )
+    .await;
     let md = full["result"]["markdown"].as_str().unwrap();
     assert!(md.contains("Navigation") && md.contains("Site footer") && md.contains("Related"));
-    assert!(full["result"].get("html").is_none(), "only requested formats");
-    let part = scrape(&api, json!({"url": site.url("/article"), "include_selectors": ["table"]})).await;
+    assert!(
+        full["result"].get("html").is_none(),
+        "only requested formats"
+    );
+    let part = scrape(
+        &api,
+        json!({"url": site.url("/article"), "include_selectors": ["table"]}),
+    )
+    .await;
     assert_eq!(
         part["result"]["markdown"],
         "| Name | Value |\n| --- | --- |\n| alpha | 1 |"
@@ -97,14 +130,27 @@ async fn only_main_content_off_and_include_selectors() {
 #[tokio::test(flavor = "multi_thread")]
 async fn plain_text_passes_through_and_other_types_are_unsupported() {
     let site = Site::start(site_routes(vec![
-        ("/notes.txt", Route::typed("text/plain; charset=utf-8", "line one\n*not emphasis*")),
-        ("/readme.md", Route::typed("text/markdown", "# Title\n\nBody")),
-        ("/image.png", Route::typed("image/png", vec![0x89, b'P', b'N', b'G'])),
+        (
+            "/notes.txt",
+            Route::typed("text/plain; charset=utf-8", "line one\n*not emphasis*"),
+        ),
+        (
+            "/readme.md",
+            Route::typed("text/markdown", "# Title\n\nBody"),
+        ),
+        (
+            "/image.png",
+            Route::typed("image/png", vec![0x89, b'P', b'N', b'G']),
+        ),
     ]))
     .await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let txt = scrape(&api, json!({"url": site.url("/notes.txt"), "formats": ["markdown", "text"]})).await;
+    let txt = scrape(
+        &api,
+        json!({"url": site.url("/notes.txt"), "formats": ["markdown", "text"]}),
+    )
+    .await;
     assert_eq!(txt["result"]["markdown"], "line one\n*not emphasis*");
     assert_eq!(txt["result"]["text"], "line one\n*not emphasis*");
     let md = scrape(&api, json!({"url": site.url("/readme.md")})).await;
@@ -123,10 +169,20 @@ async fn http_errors_and_redirects() {
         ("/final", Route::Html("<p>arrived</p>".into())),
     ]);
     for i in 1..=3 {
-        routes.insert(format!("/r{i}"), Route::Redirect(if i == 3 { "/final".into() } else { format!("/r{}", i + 1) }));
+        routes.insert(
+            format!("/r{i}"),
+            Route::Redirect(if i == 3 {
+                "/final".into()
+            } else {
+                format!("/r{}", i + 1)
+            }),
+        );
     }
     for i in 1..=6 {
-        routes.insert(format!("/loop{i}"), Route::Redirect(format!("/loop{}", i + 1)));
+        routes.insert(
+            format!("/loop{i}"),
+            Route::Redirect(format!("/loop{}", i + 1)),
+        );
     }
     routes.insert("/loop7".into(), Route::Html("<p>too far</p>".into()));
     let site = Site::start(routes).await;
@@ -172,7 +228,11 @@ async fn body_cap_counts_decoded_bytes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_drips_is_cut_off_with_timeout() {
-    let site = Site::start(site_routes(vec![("/drip", Route::Drip(Duration::from_secs(10)))])).await;
+    let site = Site::start(site_routes(vec![(
+        "/drip",
+        Route::Drip(Duration::from_secs(10)),
+    )]))
+    .await;
     let serve = Serve::start();
     let api = serve.api(None);
     let started = Instant::now();
@@ -185,25 +245,43 @@ async fn a_server_that_drips_is_cut_off_with_timeout() {
 #[tokio::test(flavor = "multi_thread")]
 async fn busy_server_is_retried_after_retry_after() {
     let page = Route::Html("<p>finally</p>".into());
-    let site = Site::start(site_routes(vec![("/busy", Route::BusyFirst(2, 1, Box::new(page)))])).await;
+    let site = Site::start(site_routes(vec![(
+        "/busy",
+        Route::BusyFirst(2, 1, Box::new(page)),
+    )]))
+    .await;
     let serve = Serve::start();
     let api = serve.api(None);
     let job = scrape(&api, json!({"url": site.url("/busy")})).await;
     assert_eq!(job["status"], "completed", "{job}");
     assert_eq!(job["result"]["markdown"], "finally");
-    let times: Vec<Instant> = site.hits().into_iter().filter(|h| h.path == "/busy").map(|h| h.at).collect();
+    let times: Vec<Instant> = site
+        .hits()
+        .into_iter()
+        .filter(|h| h.path == "/busy")
+        .map(|h| h.at)
+        .collect();
     assert_eq!(times.len(), 3);
     for pair in times.windows(2) {
-        assert!(pair[1] - pair[0] >= Duration::from_millis(950), "gap {:?}", pair[1] - pair[0]);
+        assert!(
+            pair[1] - pair[0] >= Duration::from_millis(950),
+            "gap {:?}",
+            pair[1] - pair[0]
+        );
     }
     let logs = api.all_logs(job["job_id"].as_str().unwrap()).await;
-    assert!(logs.iter().any(|e| e["message"].as_str().unwrap().contains("answered 429")));
+    assert!(logs
+        .iter()
+        .any(|e| e["message"].as_str().unwrap().contains("answered 429")));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn robots_txt_is_obeyed() {
     let site = Site::start(site_routes(vec![
-        ("/robots.txt", Route::typed("text/plain", "User-agent: *\nDisallow: /private\n")),
+        (
+            "/robots.txt",
+            Route::typed("text/plain", "User-agent: *\nDisallow: /private\n"),
+        ),
         ("/private/page", Route::Html("<p>secret</p>".into())),
         ("/public", Route::Html("<p>open</p>".into())),
     ]))
@@ -213,7 +291,11 @@ async fn robots_txt_is_obeyed() {
         ("/page", Route::Html("<p>never</p>".into())),
     ]))
     .await;
-    let missing = Site::start(site_routes(vec![("/page", Route::Html("<p>allowed</p>".into()))])).await;
+    let missing = Site::start(site_routes(vec![(
+        "/page",
+        Route::Html("<p>allowed</p>".into()),
+    )]))
+    .await;
     let serve = Serve::start();
     let api = serve.api(None);
 
@@ -221,7 +303,10 @@ async fn robots_txt_is_obeyed() {
     assert_eq!(blocked["status"], "failed");
     assert_eq!(blocked["error"]["code"], "BLOCKED_BY_ROBOTS");
     assert_eq!(site.hits_of("/private/page"), 0);
-    assert_eq!(scrape(&api, json!({"url": site.url("/public")})).await["status"], "completed");
+    assert_eq!(
+        scrape(&api, json!({"url": site.url("/public")})).await["status"],
+        "completed"
+    );
 
     let unavailable = scrape(&api, json!({"url": down.url("/page")})).await;
     assert_eq!(unavailable["error"]["code"], "BLOCKED_BY_ROBOTS");
@@ -236,7 +321,12 @@ async fn robots_txt_is_obeyed() {
 async fn render_without_a_browser_is_refused_and_stores_nothing() {
     let serve = Serve::start();
     let api = serve.api(None);
-    let r = api.post("/api/scrape", &json!({"url": "https://example.com/", "render": true})).await;
+    let r = api
+        .post(
+            "/api/scrape",
+            &json!({"url": "https://example.com/", "render": true}),
+        )
+        .await;
     assert_eq!(r.status, 503);
     assert_eq!(r.body["error"]["code"], "RENDER_UNAVAILABLE");
     let list = api.get("/api/jobs").await;

@@ -39,7 +39,9 @@ pub struct SlotClaim {
 pub enum CreateOutcome {
     Created,
     /// Another job holds the slot; nothing was written.
-    SlotBusy { active_job_id: JobId },
+    SlotBusy {
+        active_job_id: JobId,
+    },
 }
 
 /// Status of one URL in a job's discovery tree.
@@ -310,8 +312,7 @@ pub trait JobStore: Send + Sync {
         limit: u32,
     ) -> StoreResult<ResultPage>;
 
-    async fn append_logs(&self, user: &UserId, job: &JobId, entries: &[NewLog])
-        -> StoreResult<()>;
+    async fn append_logs(&self, user: &UserId, job: &JobId, entries: &[NewLog]) -> StoreResult<()>;
 
     /// Log entries with `seq` greater than `after`, in order.
     async fn logs(

@@ -36,11 +36,17 @@ impl BlobStore for FsBlobs {
     async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
         let path = self.path(key)?;
         if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(StoreError::new)?;
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(StoreError::new)?;
         }
         let tmp = path.with_extension(format!("tmp-{}", ulid::Ulid::new()));
-        tokio::fs::write(&tmp, &body).await.map_err(StoreError::new)?;
-        tokio::fs::rename(&tmp, &path).await.map_err(StoreError::new)
+        tokio::fs::write(&tmp, &body)
+            .await
+            .map_err(StoreError::new)?;
+        tokio::fs::rename(&tmp, &path)
+            .await
+            .map_err(StoreError::new)
     }
 
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {

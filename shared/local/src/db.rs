@@ -130,7 +130,10 @@ impl Db {
     }
 
     /// Runs `f` on the writer connection outside the runtime (start-up work).
-    pub(crate) fn write_now<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    pub(crate) fn write_now<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
         let conn = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         f(&conn)
     }

@@ -7,9 +7,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
-    Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode,
-    NodeRow, NodeStatus, PageOutcome, ResultPage, SkipReason, SlotClaim, StoreResult,
-    MAX_NODES_PER_JOB,
+    Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow,
+    NodeStatus, PageOutcome, ResultPage, SkipReason, SlotClaim, StoreResult, MAX_NODES_PER_JOB,
 };
 use std::sync::Arc;
 
@@ -31,7 +30,9 @@ fn ts(t: DateTime<Utc>) -> String {
 fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
+        .map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+        })
 }
 
 fn bad(what: &str) -> rusqlite::Error {
@@ -90,7 +91,9 @@ fn node_from_row(r: &Row) -> rusqlite::Result<NodeRow> {
 }
 
 fn pending_of(tx: &Transaction, job: &str) -> rusqlite::Result<u64> {
-    tx.query_row("SELECT pending FROM jobs WHERE job_id = ?1", [job], |r| r.get(0))
+    tx.query_row("SELECT pending FROM jobs WHERE job_id = ?1", [job], |r| {
+        r.get(0)
+    })
 }
 
 fn level_str(l: LogLevel) -> &'static str {
@@ -111,7 +114,12 @@ fn level_of(s: &str) -> LogLevel {
 
 #[async_trait]
 impl JobStore for SqliteStore {
-    async fn create_job(&self, job: &Job, root_url: &str, slot: Option<SlotClaim>) -> StoreResult<CreateOutcome> {
+    async fn create_job(
+        &self,
+        job: &Job,
+        root_url: &str,
+        slot: Option<SlotClaim>,
+    ) -> StoreResult<CreateOutcome> {
         let job = job.clone();
         let root = root_url.to_string();
         let request = job.request.to_string();
@@ -244,7 +252,13 @@ impl JobStore for SqliteStore {
             .await
     }
 
-    async fn renew_slot(&self, user: &UserId, job: &JobId, kind: JobKind, lease_until: DateTime<Utc>) -> StoreResult<()> {
+    async fn renew_slot(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        kind: JobKind,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<()> {
         let (user, job) = (user.0.clone(), job.0.clone());
         self.db
             .write(move |tx| {
@@ -330,7 +344,13 @@ impl JobStore for SqliteStore {
             .await
     }
 
-    async fn complete_node(&self, user: &UserId, job: &JobId, url: &str, outcome: &PageOutcome) -> StoreResult<Completion> {
+    async fn complete_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+        outcome: &PageOutcome,
+    ) -> StoreResult<Completion> {
         let (user, job, url) = (user.0.clone(), job.0.clone(), url.to_string());
         let outcome = outcome.clone();
         self.db
@@ -387,7 +407,12 @@ impl JobStore for SqliteStore {
             .await
     }
 
-    async fn get_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<Option<NodeRow>> {
+    async fn get_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+    ) -> StoreResult<Option<NodeRow>> {
         let (user, job, url) = (user.0.clone(), job.0.clone(), url.to_string());
         self.db
             .read(move |c| {
@@ -420,7 +445,13 @@ impl JobStore for SqliteStore {
             .await
     }
 
-    async fn results(&self, user: &UserId, job: &JobId, cursor: Option<u64>, limit: u32) -> StoreResult<ResultPage> {
+    async fn results(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        cursor: Option<u64>,
+        limit: u32,
+    ) -> StoreResult<ResultPage> {
         let (user, job) = (user.0.clone(), job.0.clone());
         self.db
             .read(move |c| {
@@ -468,7 +499,13 @@ impl JobStore for SqliteStore {
             .await
     }
 
-    async fn logs(&self, user: &UserId, job: &JobId, after: Option<u64>, limit: u32) -> StoreResult<Vec<LogEntry>> {
+    async fn logs(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        after: Option<u64>,
+        limit: u32,
+    ) -> StoreResult<Vec<LogEntry>> {
         let (user, job) = (user.0.clone(), job.0.clone());
         self.db
             .read(move |c| {

@@ -55,7 +55,11 @@ pub(crate) fn classify(
 
 /// Page URLs listed by the sitemaps of the root's origin: those robots.txt names and
 /// `/sitemap.xml`, following indexes, gzipped or not.
-pub(crate) async fn sitemap_urls(app: &App, root: &Url, robots: Option<&Robots>) -> (Vec<Url>, usize) {
+pub(crate) async fn sitemap_urls(
+    app: &App,
+    root: &Url,
+    robots: Option<&Robots>,
+) -> (Vec<Url>, usize) {
     let mut queue: VecDeque<String> = robots.map(Robots::sitemaps).unwrap_or_default().into();
     if let Ok(default) = root.join("/sitemap.xml") {
         queue.push_back(default.into());

@@ -19,7 +19,11 @@ enum Kind {
 }
 
 fn media_type(ct: &str) -> String {
-    ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase()
+    ct.split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
 }
 
 fn kind_of(content_type: Option<&str>, body: &[u8]) -> Option<Kind> {
@@ -38,7 +42,10 @@ fn kind_of(content_type: Option<&str>, body: &[u8]) -> Option<Kind> {
 /// Decodes the body with the charset that the header or (for HTML) a meta tag names.
 fn decode(content_type: Option<&str>, body: &[u8]) -> String {
     let label = content_type
-        .and_then(|ct| ct.split(';').find_map(|p| p.trim().strip_prefix("charset=")))
+        .and_then(|ct| {
+            ct.split(';')
+                .find_map(|p| p.trim().strip_prefix("charset="))
+        })
         .map(|l| l.trim_matches('"').to_string())
         .or_else(|| {
             let head = String::from_utf8_lossy(&body[..body.len().min(1024)]).to_ascii_lowercase();
@@ -107,11 +114,7 @@ pub(crate) fn build(
             meta["description"] = json!(e.description);
             meta["language"] = json!(e.language);
             meta["canonical_url"] = json!(e.canonical_url);
-            for (format, value) in [
-                ("markdown", e.markdown),
-                ("text", e.text),
-                ("html", e.html),
-            ] {
+            for (format, value) in [("markdown", e.markdown), ("text", e.text), ("html", e.html)] {
                 if let Some(v) = value {
                     doc.insert(format.into(), json!(v));
                 }

@@ -103,7 +103,13 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
             let error = JobError::new(ErrorCode::Internal, "the stored request is unreadable");
             tracing::error!(job = %job_id, error = %e, "unreadable request");
             app.jobs
-                .finish_job(user, job_id, JobStatus::Failed, Some(error), app.clock.now())
+                .finish_job(
+                    user,
+                    job_id,
+                    JobStatus::Failed,
+                    Some(error),
+                    app.clock.now(),
+                )
                 .await?;
             return Ok(());
         }
@@ -115,7 +121,10 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
             status_code: node.status_code,
             document_key: None,
         };
-        let c = app.jobs.complete_node(user, job_id, &task.url, &outcome).await?;
+        let c = app
+            .jobs
+            .complete_node(user, job_id, &task.url, &outcome)
+            .await?;
         if c.pending == 0 {
             finish(app, &job).await?;
         }
@@ -123,7 +132,11 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
     }
     if job.status == JobStatus::Queued && app.jobs.start_job(user, job_id, app.clock.now()).await? {
         app.jobs
-            .append_logs(user, job_id, &[NewLog::info(format!("started {}", job.kind.as_str()))])
+            .append_logs(
+                user,
+                job_id,
+                &[NewLog::info(format!("started {}", job.kind.as_str()))],
+            )
             .await?;
     }
 
@@ -131,7 +144,9 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
         Request::Scrape(_) => (1, 0),
         Request::Crawl(r) => (r.max_concurrency as usize, r.delay_ms),
     };
-    let rt = app.runtime.job(job_id, max_concurrency, Duration::from_millis(delay));
+    let rt = app
+        .runtime
+        .job(job_id, max_concurrency, Duration::from_millis(delay));
     let mut logs = Vec::new();
     let page = fetch_page(app, &job, &req, &rt, task, &mut logs).await?;
     let Some(page) = page else {
@@ -166,16 +181,15 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
         status_code,
         document_key: Some(key),
     };
-    let c = app.jobs.complete_node(user, job_id, &task.url, &outcome).await?;
+    let c = app
+        .jobs
+        .complete_node(user, job_id, &task.url, &outcome)
+        .await?;
     if c.applied {
         logs.push(match (&error, status_code) {
             (None, Some(code)) => NewLog::info(format!("fetched ({code})")).at(task.url.clone()),
-            (Some(e), _) => NewLog::warn(format!(
-                "failed: {} ({})",
-                e.code.as_str(),
-                e.message
-            ))
-            .at(task.url.clone()),
+            (Some(e), _) => NewLog::warn(format!("failed: {} ({})", e.code.as_str(), e.message))
+                .at(task.url.clone()),
             (None, None) => NewLog::info("fetched").at(task.url.clone()),
         });
     }
@@ -183,7 +197,8 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
     if c.pending == 0 {
         finish(app, &job).await?;
     } else if rt.renewal_due(Duration::from_secs(60)) {
-        let lease = chrono::Duration::from_std(app.config.slot_lease).unwrap_or(chrono::Duration::minutes(15));
+        let lease = chrono::Duration::from_std(app.config.slot_lease)
+            .unwrap_or(chrono::Duration::minutes(15));
         app.jobs
             .renew_slot(user, job_id, job.kind, app.clock.now() + lease)
             .await?;
@@ -219,10 +234,16 @@ async fn fetch_page(
     logs: &mut Vec<NewLog>,
 ) -> StoreResult<Option<Page>> {
     let Ok(url) = Url::parse(&task.url) else {
-        return Ok(Some(Err(Failure::new(ErrorCode::FetchFailed, "invalid URL"))));
+        return Ok(Some(Err(Failure::new(
+            ErrorCode::FetchFailed,
+            "invalid URL",
+        ))));
     };
     if req.respect_robots() {
         let robots = robots_for(app, rt, &url, logs).await;
+        if let Robots::Unreachable(e) = robots.as_ref() {
+            return Ok(Some(Err(Failure::new(e.code(), e.to_string()))));
+        }
         if !robots.allows(&url) {
             return Ok(Some(Err(Failure::new(
                 ErrorCode::BlockedByRobots,
@@ -240,7 +261,8 @@ async fn fetch_page(
         _ => return Ok(None),
     }
     let opts = req.page();
-    let fetched = match fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await {
+    let fetched = match fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await
+    {
         Ok(f) => f,
         Err(e) => return Ok(Some(Err(Failure::new(e.code(), e.to_string())))),
     };
@@ -329,7 +351,11 @@ async fn discover(
         return Ok(());
     };
     let robots = if req.respect_robots {
-        rt.robots.lock().await.get(&page.origin().ascii_serialization()).cloned()
+        rt.robots
+            .lock()
+            .await
+            .get(&page.origin().ascii_serialization())
+            .cloned()
     } else {
         None
     };
@@ -413,7 +439,10 @@ async fn give_up(app: &App, task: &Task, receives: u32) -> StoreResult<()> {
             .append_logs(
                 &task.user_id,
                 &task.job_id,
-                &[NewLog::warn(format!("failed: INTERNAL ({})", error.message)).at(task.url.clone())],
+                &[
+                    NewLog::warn(format!("failed: INTERNAL ({})", error.message))
+                        .at(task.url.clone()),
+                ],
             )
             .await?;
     }
@@ -470,7 +499,9 @@ async fn finish(app: &App, job: &Job) -> StoreResult<()> {
     if let Some(e) = &error {
         summary.push_str(&format!("; {}", e.message));
     }
-    app.jobs.append_logs(user, job_id, &[NewLog::info(summary)]).await
+    app.jobs
+        .append_logs(user, job_id, &[NewLog::info(summary)])
+        .await
 }
 
 /// The error of the job's first failed page, which becomes the job's error when no page

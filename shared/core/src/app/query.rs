@@ -25,9 +25,7 @@ pub async fn inline_result(app: &App, job: &Job) -> Result<Option<Value>, AppErr
         return Ok(None);
     };
     match app.blobs.get(key).await? {
-        Some(b) if b.len() <= app.config.inline_result_bytes => {
-            Ok(serde_json::from_slice(&b).ok())
-        }
+        Some(b) if b.len() <= app.config.inline_result_bytes => Ok(serde_json::from_slice(&b).ok()),
         _ => Ok(None),
     }
 }
@@ -151,10 +149,7 @@ fn build_tree(rows: &[NodeRow]) -> Value {
         while let Some((n, expanded)) = stack.pop() {
             if expanded {
                 let mut v = node_json(&rows[n]);
-                let kids: Vec<Value> = children[n]
-                    .iter()
-                    .filter_map(|c| built.remove(c))
-                    .collect();
+                let kids: Vec<Value> = children[n].iter().filter_map(|c| built.remove(c)).collect();
                 v["children"] = Value::Array(kids);
                 built.insert(n, v);
             } else {

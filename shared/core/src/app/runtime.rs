@@ -59,7 +59,12 @@ impl Runtime {
         }
     }
 
-    pub(crate) fn job(&self, id: &JobId, max_concurrency: usize, delay: Duration) -> Arc<JobRuntime> {
+    pub(crate) fn job(
+        &self,
+        id: &JobId,
+        max_concurrency: usize,
+        delay: Duration,
+    ) -> Arc<JobRuntime> {
         let mut jobs = lock(&self.jobs);
         if jobs.len() > MAX_ENTRIES {
             jobs.clear();

@@ -1,8 +1,10 @@
 //! Submitting a job: validate, store the job with its slot and root node, queue the work.
 
 use super::{App, AppError};
-use crate::domain::{CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, ScrapeRequest, UserId};
 use crate::domain::validate::Problem;
+use crate::domain::{
+    CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, ScrapeRequest, UserId,
+};
 use crate::engine::urls::normalise;
 use crate::ports::{CreateOutcome, NewLog, SlotClaim, Task};
 use url::Url;
@@ -35,7 +37,8 @@ pub async fn submit(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Res
         })?;
     let now = app.clock.now();
     let job = Job::new(user.clone(), kind, request, now);
-    let lease = chrono::Duration::from_std(app.config.slot_lease).unwrap_or(chrono::Duration::minutes(15));
+    let lease =
+        chrono::Duration::from_std(app.config.slot_lease).unwrap_or(chrono::Duration::minutes(15));
     let slot = SlotClaim {
         kind,
         lease_until: now + lease,
@@ -59,7 +62,13 @@ pub async fn submit(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Res
         // Never leave a queued job that no task will ever run: fail it and free the slot.
         let error = JobError::new(ErrorCode::Internal, "the job could not be queued");
         app.jobs
-            .finish_job(user, &job.job_id, JobStatus::Failed, Some(error), app.clock.now())
+            .finish_job(
+                user,
+                &job.job_id,
+                JobStatus::Failed,
+                Some(error),
+                app.clock.now(),
+            )
             .await?;
         return Err(AppError::Store(e));
     }

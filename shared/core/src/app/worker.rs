@@ -38,7 +38,11 @@ async fn worker_loop(app: Arc<App>, shutdown: watch::Receiver<bool>) {
         } else {
             Duration::from_millis(20)
         };
-        let batch = match app.queue.receive(TASKS_PER_WORKER - inflight.len(), wait).await {
+        let batch = match app
+            .queue
+            .receive(TASKS_PER_WORKER - inflight.len(), wait)
+            .await
+        {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(error = %e, "queue receive failed");

@@ -105,7 +105,9 @@ fn page_options(f: &mut Fields) -> PageOptions {
             Some(_) => {}
             None => f.problem(
                 "formats",
-                format!("unknown format {n:?}: use markdown, html, raw_html, text, links, metadata"),
+                format!(
+                    "unknown format {n:?}: use markdown, html, raw_html, text, links, metadata"
+                ),
             ),
         }
     }

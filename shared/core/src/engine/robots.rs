@@ -1,7 +1,7 @@
 //! robots.txt per origin (RFC 9309, SECURITY.md C1): 2xx obey, 4xx allow all, 5xx or
 //! unreachable disallow all.
 
-use super::fetch::Fetcher;
+use super::fetch::{FetchError, Fetcher};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use texting_robots::Robot;
@@ -13,7 +13,12 @@ pub const ROBOTS_AGENT: &str = "SarvCrawl";
 /// What one origin's robots.txt allows.
 pub enum Robots {
     AllowAll,
-    DisallowAll { why: String },
+    DisallowAll {
+        why: String,
+    },
+    /// The origin could not be reached at all: nothing may be fetched, and a page of this
+    /// origin fails with the same error as the robots.txt request.
+    Unreachable(FetchError),
     Rules(Box<Robot>),
 }
 
@@ -22,7 +27,7 @@ impl Robots {
     pub fn allows(&self, url: &Url) -> bool {
         match self {
             Robots::AllowAll => true,
-            Robots::DisallowAll { .. } => false,
+            Robots::DisallowAll { .. } | Robots::Unreachable(_) => false,
             Robots::Rules(r) => r.allowed(url.as_str()),
         }
     }
@@ -40,6 +45,7 @@ impl Robots {
         match self {
             Robots::AllowAll => "no robots.txt rules apply: all allowed".into(),
             Robots::DisallowAll { why } => format!("robots.txt {why}: nothing may be fetched"),
+            Robots::Unreachable(e) => format!("robots.txt could not be fetched ({e})"),
             Robots::Rules(_) => "robots.txt rules apply".into(),
         }
     }
@@ -78,8 +84,6 @@ pub async fn fetch_robots(fetcher: &Fetcher, url: &Url) -> Robots {
         Ok(f) => Robots::DisallowAll {
             why: format!("answered {}", f.status),
         },
-        Err(e) => Robots::DisallowAll {
-            why: format!("was unreachable ({e})"),
-        },
+        Err(e) => Robots::Unreachable(e),
     }
 }

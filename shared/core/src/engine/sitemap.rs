@@ -74,9 +74,13 @@ mod tests {
             <url><loc> https://e.com/a?x=1&amp;y=2 </loc></url><url><loc><![CDATA[https://e.com/b]]></loc></url></urlset>"#;
         assert_eq!(
             parse(set.as_bytes()),
-            Sitemap::Urls(vec!["https://e.com/a?x=1&y=2".into(), "https://e.com/b".into()])
+            Sitemap::Urls(vec![
+                "https://e.com/a?x=1&y=2".into(),
+                "https://e.com/b".into()
+            ])
         );
-        let index = r#"<sitemapindex><sitemap><loc>https://e.com/s1.xml.gz</loc></sitemap></sitemapindex>"#;
+        let index =
+            r#"<sitemapindex><sitemap><loc>https://e.com/s1.xml.gz</loc></sitemap></sitemapindex>"#;
         let mut gz = GzEncoder::new(Vec::new(), Compression::default());
         gz.write_all(index.as_bytes()).unwrap();
         assert_eq!(

@@ -33,7 +33,12 @@ fn compile(patterns: &[String]) -> Vec<Regex> {
     // Patterns were compiled once at validation; one that fails now is dropped.
     patterns
         .iter()
-        .filter_map(|p| RegexBuilder::new(p).size_limit(REGEX_SIZE_LIMIT).build().ok())
+        .filter_map(|p| {
+            RegexBuilder::new(p)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .build()
+                .ok()
+        })
         .collect()
 }
 
@@ -107,7 +112,10 @@ mod tests {
         let check = |u: &str| s.skip_reason(&Url::parse(u).unwrap());
         assert_eq!(check("https://example.com/docs/a"), None);
         assert_eq!(check("https://www.example.com/docs/b"), None);
-        assert_eq!(check("https://www.example.com/blog"), Some(SkipReason::Filtered));
+        assert_eq!(
+            check("https://www.example.com/blog"),
+            Some(SkipReason::Filtered)
+        );
         assert_eq!(
             check("https://example.com/docs/private/x"),
             Some(SkipReason::Filtered)
@@ -122,7 +130,10 @@ mod tests {
         let s = Scope::new(&req, &Url::parse(&req.url).unwrap());
         let check = |u: &str| s.skip_reason(&Url::parse(u).unwrap());
         assert_eq!(check("https://api.example.com/x"), None);
-        assert_eq!(check("https://badexample.com/x"), Some(SkipReason::External));
+        assert_eq!(
+            check("https://badexample.com/x"),
+            Some(SkipReason::External)
+        );
     }
 
     #[test]

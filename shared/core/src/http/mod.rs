@@ -40,8 +40,12 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
     let segments: Vec<&str> = path.split('/').skip(1).collect();
     let result = match (req.method(), segments.as_slice()) {
         (&Method::GET, ["api", "health"]) => return health(),
-        (&Method::POST, ["api", "scrape"]) => submit_job(app, user, JobKind::Scrape, req.body()).await,
-        (&Method::POST, ["api", "crawl"]) => submit_job(app, user, JobKind::Crawl, req.body()).await,
+        (&Method::POST, ["api", "scrape"]) => {
+            submit_job(app, user, JobKind::Scrape, req.body()).await
+        }
+        (&Method::POST, ["api", "crawl"]) => {
+            submit_job(app, user, JobKind::Crawl, req.body()).await
+        }
         (&Method::GET, ["api", "jobs"]) => list_jobs(app, user, &query).await,
         (&Method::GET, ["api", "jobs", id]) => get_job(app, user, id).await,
         (&Method::GET, ["api", "jobs", id, "results"]) => results(app, user, id, &query).await,
@@ -49,14 +53,14 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
         (&Method::GET, ["api", "jobs", id, "tree"]) => query::tree(app, user, id)
             .await
             .map(|t| json_response(StatusCode::OK, &t)),
-        (&Method::DELETE, ["api", "jobs", id, "cancel"]) => cancel::cancel(app, user, id)
-            .await
-            .map(|j| {
+        (&Method::DELETE, ["api", "jobs", id, "cancel"]) => {
+            cancel::cancel(app, user, id).await.map(|j| {
                 json_response(
                     StatusCode::OK,
                     &json!({"job_id": j.job_id, "status": j.status.as_str()}),
                 )
-            }),
+            })
+        }
         _ => Err(AppError::NotFound),
     };
     result.unwrap_or_else(error)
@@ -76,19 +80,31 @@ fn invalid(field: &str, problem: &str) -> AppError {
 }
 
 /// A bounded integer query parameter.
-fn int_param(q: &HashMap<String, String>, name: &str, default: u64, min: u64, max: u64) -> Result<u64, AppError> {
+fn int_param(
+    q: &HashMap<String, String>,
+    name: &str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, AppError> {
     match q.get(name) {
         None => Ok(default),
         Some(v) => match v.parse::<u64>() {
             Ok(n) if (min..=max).contains(&n) => Ok(n),
-            _ => Err(invalid(name, &format!("must be an integer from {min} to {max}"))),
+            _ => Err(invalid(
+                name,
+                &format!("must be an integer from {min} to {max}"),
+            )),
         },
     }
 }
 
 fn opt_int_param(q: &HashMap<String, String>, name: &str) -> Result<Option<u64>, AppError> {
     q.get(name)
-        .map(|v| v.parse::<u64>().map_err(|_| invalid(name, "must be a non-negative integer")))
+        .map(|v| {
+            v.parse::<u64>()
+                .map_err(|_| invalid(name, "must be a non-negative integer"))
+        })
         .transpose()
 }
 
@@ -134,7 +150,12 @@ fn poll_after(age: chrono::Duration) -> u64 {
     }
 }
 
-async fn submit_job(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Result<Response<Bytes>, AppError> {
+async fn submit_job(
+    app: &App,
+    user: &UserId,
+    kind: JobKind,
+    body: &[u8],
+) -> Result<Response<Bytes>, AppError> {
     let job = submit::submit(app, user, kind, body).await?;
     let body = json!({
         "job_id": job.job_id,
@@ -148,14 +169,19 @@ async fn submit_job(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Res
     if let Ok(v) = format!("/api/jobs/{}", job.job_id).parse() {
         headers.insert(http::header::LOCATION, v);
     }
-    headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+    headers.insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
     Ok(resp)
 }
 
 async fn get_job(app: &App, user: &UserId, id: &str) -> Result<Response<Bytes>, AppError> {
     let job = query::job(app, user, id).await?;
     let mut body = job_json(&job);
-    body["result"] = query::inline_result(app, &job).await?.unwrap_or(Value::Null);
+    body["result"] = query::inline_result(app, &job)
+        .await?
+        .unwrap_or(Value::Null);
     let mut resp = json_response(StatusCode::OK, &body);
     if !job.status.is_final() {
         let after = poll_after(app.clock.now() - job.created_at);
@@ -166,24 +192,49 @@ async fn get_job(app: &App, user: &UserId, id: &str) -> Result<Response<Bytes>, 
     Ok(resp)
 }
 
-async fn list_jobs(app: &App, user: &UserId, q: &HashMap<String, String>) -> Result<Response<Bytes>, AppError> {
+async fn list_jobs(
+    app: &App,
+    user: &UserId,
+    q: &HashMap<String, String>,
+) -> Result<Response<Bytes>, AppError> {
     let kind = match q.get("kind") {
-        Some(k) => Some(JobKind::parse(k).ok_or_else(|| invalid("kind", "must be scrape or crawl"))?),
+        Some(k) => {
+            Some(JobKind::parse(k).ok_or_else(|| invalid("kind", "must be scrape or crawl"))?)
+        }
         None => None,
     };
     let status = match q.get("status") {
         Some(s) => Some(JobStatus::parse(s).ok_or_else(|| {
-            invalid("status", "must be queued, running, completed, failed or cancelled")
+            invalid(
+                "status",
+                "must be queued, running, completed, failed or cancelled",
+            )
         })?),
         None => None,
     };
     let limit = int_param(q, "limit", 20, 1, 100)? as u32;
-    let (jobs, next) = query::list(app, user, kind, status, limit, q.get("cursor").map(String::as_str)).await?;
+    let (jobs, next) = query::list(
+        app,
+        user,
+        kind,
+        status,
+        limit,
+        q.get("cursor").map(String::as_str),
+    )
+    .await?;
     let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
-    Ok(json_response(StatusCode::OK, &json!({"jobs": jobs, "next_cursor": next})))
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"jobs": jobs, "next_cursor": next}),
+    ))
 }
 
-async fn results(app: &App, user: &UserId, id: &str, q: &HashMap<String, String>) -> Result<Response<Bytes>, AppError> {
+async fn results(
+    app: &App,
+    user: &UserId,
+    id: &str,
+    q: &HashMap<String, String>,
+) -> Result<Response<Bytes>, AppError> {
     let limit = int_param(q, "limit", 20, 1, 100)? as u32;
     let cursor = opt_int_param(q, "cursor")?;
     let (data, next, total) = query::results(app, user, id, cursor, limit).await?;
@@ -193,7 +244,12 @@ async fn results(app: &App, user: &UserId, id: &str, q: &HashMap<String, String>
     ))
 }
 
-async fn logs(app: &App, user: &UserId, id: &str, q: &HashMap<String, String>) -> Result<Response<Bytes>, AppError> {
+async fn logs(
+    app: &App,
+    user: &UserId,
+    id: &str,
+    q: &HashMap<String, String>,
+) -> Result<Response<Bytes>, AppError> {
     let limit = int_param(q, "limit", 100, 1, 1000)? as u32;
     let after = opt_int_param(q, "after")?;
     let (entries, next) = query::logs(app, user, id, after, limit).await?;

@@ -19,10 +19,48 @@ struct Renderer<'a> {
 }
 
 const BLOCKS: &[&str] = &[
-    "address", "article", "aside", "blockquote", "body", "center", "dd", "details", "div", "dl",
-    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-    "header", "hgroup", "hr", "html", "li", "main", "nav", "ol", "p", "pre", "section", "summary",
-    "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "body",
+    "center",
+    "dd",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hgroup",
+    "hr",
+    "html",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "tbody",
+    "td",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "ul",
 ];
 
 fn is_block(name: &str) -> bool {
@@ -146,7 +184,13 @@ impl Renderer<'_> {
                 out.push(if self.md {
                     inner
                         .lines()
-                        .map(|l| if l.is_empty() { ">".into() } else { format!("> {l}") })
+                        .map(|l| {
+                            if l.is_empty() {
+                                ">".into()
+                            } else {
+                                format!("> {l}")
+                            }
+                        })
                         .collect::<Vec<_>>()
                         .join("\n")
                 } else {
@@ -174,7 +218,10 @@ impl Renderer<'_> {
             .filter_map(class_of)
             .flat_map(|c| {
                 c.split_whitespace()
-                    .filter_map(|w| w.strip_prefix("language-").or_else(|| w.strip_prefix("lang-")))
+                    .filter_map(|w| {
+                        w.strip_prefix("language-")
+                            .or_else(|| w.strip_prefix("lang-"))
+                    })
                     .map(str::to_string)
                     .collect::<Vec<_>>()
             })
@@ -226,13 +273,11 @@ impl Renderer<'_> {
         for child in self.elements(table) {
             match child.value().name() {
                 "tr" => rows.push(child),
-                "thead" | "tbody" | "tfoot" => {
-                    rows.extend(
+                "thead" | "tbody" | "tfoot" => rows.extend(
                     self.elements(child)
                         .into_iter()
                         .filter(|r| r.value().name() == "tr"),
-                )
-                }
+                ),
                 _ => {}
             }
         }
@@ -336,12 +381,10 @@ impl Renderer<'_> {
                     buf.push_str(&format!("![{}]({src})", alt.replace(['[', ']'], "")));
                 }
             }
-            "a" if self.md => {
-                match el.value().attr("href").and_then(|h| absolute(self.base, h)) {
-                    Some(href) => self.wrapped(el, buf, "[", &format!("]({href})")),
-                    None => self.inline_children(el, buf),
-                }
-            }
+            "a" if self.md => match el.value().attr("href").and_then(|h| absolute(self.base, h)) {
+                Some(href) => self.wrapped(el, buf, "[", &format!("]({href})")),
+                None => self.inline_children(el, buf),
+            },
             "strong" | "b" if self.md => self.wrapped(el, buf, "**", "**"),
             "em" | "i" if self.md => self.wrapped(el, buf, "*", "*"),
             "del" | "s" | "strike" if self.md => self.wrapped(el, buf, "~~", "~~"),

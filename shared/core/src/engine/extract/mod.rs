@@ -23,7 +23,9 @@ impl ExtractOptions {
     /// Compiles selectors (already validated with the request; an invalid one is dropped).
     pub fn with_selectors(mut self, include: &[String], exclude: &[String]) -> Self {
         let compile = |list: &[String]| -> Vec<Selector> {
-            list.iter().filter_map(|s| Selector::parse(s).ok()).collect()
+            list.iter()
+                .filter_map(|s| Selector::parse(s).ok())
+                .collect()
         };
         self.include_selectors = compile(include);
         self.exclude_selectors = compile(exclude);
@@ -101,10 +103,20 @@ pub fn extract_html(source: &str, url: &Url, opts: &ExtractOptions) -> Extracted
     };
     let roots = content_roots(&doc, &opts.include_selectors);
     if opts.markdown {
-        out.markdown = Some(markdown::render(&roots, &filter, &base, markdown::Mode::Markdown));
+        out.markdown = Some(markdown::render(
+            &roots,
+            &filter,
+            &base,
+            markdown::Mode::Markdown,
+        ));
     }
     if opts.text {
-        out.text = Some(markdown::render(&roots, &filter, &base, markdown::Mode::Text));
+        out.text = Some(markdown::render(
+            &roots,
+            &filter,
+            &base,
+            markdown::Mode::Text,
+        ));
     }
     if opts.html {
         out.html = Some(clean::render(&roots, &filter, &base));
@@ -136,7 +148,9 @@ fn content_roots<'a>(doc: &'a Html, include: &[Selector]) -> Vec<ElementRef<'a>>
 }
 
 fn select_first<'a>(doc: &'a Html, css: &str) -> Option<ElementRef<'a>> {
-    Selector::parse(css).ok().and_then(|s| doc.select(&s).next())
+    Selector::parse(css)
+        .ok()
+        .and_then(|s| doc.select(&s).next())
 }
 
 fn base_url(doc: &Html, url: &Url) -> Url {

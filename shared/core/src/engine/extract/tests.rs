@@ -87,9 +87,15 @@ fn selectors_metadata_links_text_html() {
     assert_eq!(e.title.as_deref(), Some("Page"));
     assert_eq!(e.description.as_deref(), Some("About it"));
     assert_eq!(e.language.as_deref(), Some("de"));
-    assert_eq!(e.canonical_url.as_deref(), Some("https://example.com/canon"));
+    assert_eq!(
+        e.canonical_url.as_deref(),
+        Some("https://example.com/canon")
+    );
     let links: Vec<_> = e.links.iter().map(Url::as_str).collect();
-    assert_eq!(links, ["https://example.com/base/rel", "https://other.org/"]);
+    assert_eq!(
+        links,
+        ["https://example.com/base/rel", "https://other.org/"]
+    );
     assert_eq!(
         e.markdown.as_deref(),
         Some("Kept [r](https://example.com/base/rel)")
