@@ -126,7 +126,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
             .complete_node(user, job_id, &task.url, &outcome)
             .await?;
         if c.pending == 0 {
-            finish(app, &job).await?;
+            finish(app, &job, None).await?;
         }
         return Ok(());
     }
@@ -195,7 +195,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
     }
     app.jobs.append_logs(user, job_id, &logs).await?;
     if c.pending == 0 {
-        finish(app, &job).await?;
+        finish(app, &job, error.as_ref()).await?;
     } else if rt.renewal_due(Duration::from_secs(60)) {
         let lease = chrono::Duration::from_std(app.config.slot_lease)
             .unwrap_or(chrono::Duration::minutes(15));
@@ -421,14 +421,16 @@ async fn give_up(app: &App, task: &Task, receives: u32) -> StoreResult<()> {
         ErrorCode::Internal,
         format!("gave up after {} attempts", receives - 1),
     );
+    // The failure is recorded even when its document cannot be stored: that may be the
+    // very fault that made the task fail.
     let key = document_key(task);
     let doc = document::failed(&task.url, None, None, &error);
     let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
-    app.blobs.put(&key, Bytes::from(body)).await?;
+    let stored = app.blobs.put(&key, Bytes::from(body)).await.is_ok();
     let outcome = PageOutcome {
         status: NodeStatus::Failed,
         status_code: None,
-        document_key: Some(key),
+        document_key: stored.then_some(key),
     };
     let c = app
         .jobs
@@ -447,13 +449,15 @@ async fn give_up(app: &App, task: &Task, receives: u32) -> StoreResult<()> {
             .await?;
     }
     if c.pending == 0 && !job.status.is_final() {
-        finish(app, &job).await?;
+        finish(app, &job, Some(&error)).await?;
     }
     Ok(())
 }
 
-/// Sets the final status of a job whose last page is done, and logs the totals.
-async fn finish(app: &App, job: &Job) -> StoreResult<()> {
+/// Sets the final status of a job whose last page is done, and logs the totals. When no page
+/// completed, the job fails with `page_error` (the error of the page that ended it) or else
+/// the error of its first failed page.
+async fn finish(app: &App, job: &Job, page_error: Option<&JobError>) -> StoreResult<()> {
     let (user, job_id) = (&job.user_id, &job.job_id);
     let Some(current) = app.jobs.get_job(user, job_id).await? else {
         return Ok(());
@@ -465,7 +469,11 @@ async fn finish(app: &App, job: &Job) -> StoreResult<()> {
     let (status, error) = if p.pages_completed > 0 {
         (JobStatus::Completed, None)
     } else {
-        (JobStatus::Failed, Some(first_page_error(app, job).await?))
+        let error = match page_error {
+            Some(e) => e.clone(),
+            None => first_page_error(app, job).await?,
+        };
+        (JobStatus::Failed, Some(error))
     };
     if !app
         .jobs

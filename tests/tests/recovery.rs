@@ -1,5 +1,5 @@
-//! SECURITY.md I4: a server killed mid-crawl loses nothing; started again, it finishes the
-//! crawl with every page exactly once.
+//! Recovery (SECURITY.md I4, I5): a server killed mid-crawl loses nothing, and a task that
+//! always fails ends its job instead of blocking the user's slot.
 
 use e2e::{tree_paths, tree_site, Route, Serve, Site};
 use serde_json::json;
@@ -56,4 +56,32 @@ async fn sigkill_mid_crawl_then_restart_completes_every_page_once() {
     // Logs written before the kill are still there.
     let logs = api.all_logs(&id).await;
     assert!(logs.iter().any(|e| e["message"] == "started crawl"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_that_always_fails_fails_its_job_and_frees_the_slot() {
+    let routes = [("/".to_string(), Route::Html("<p>fine</p>".into()))].into();
+    let site = Site::start(routes).await;
+    let serve = Serve::with(
+        &["--allow-net", "127.0.0.1/32", "--visibility-timeout", "1"],
+        &[],
+    );
+    // A file where the user's document directory belongs: every document write fails.
+    let documents = serve.data_dir.join("documents");
+    std::fs::create_dir_all(&documents).unwrap();
+    std::fs::write(documents.join("local"), b"in the way").unwrap();
+    let api = serve.api(None);
+    let id = api.submit("scrape", &json!({"url": site.url("/")})).await;
+    let job = api.wait(&id, Duration::from_secs(60)).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "INTERNAL");
+    assert_eq!(job["error"]["message"], "gave up after 5 attempts");
+    assert_eq!(site.hits_of("/"), 5, "one fetch per attempt");
+    // The slot is free again.
+    std::fs::remove_file(documents.join("local")).unwrap();
+    let next = api.submit("scrape", &json!({"url": site.url("/")})).await;
+    assert_eq!(
+        api.wait(&next, Duration::from_secs(30)).await["status"],
+        "completed"
+    );
 }
