@@ -249,7 +249,7 @@ async fn reopening_releases_tasks_in_flight_and_locks_the_directory() {
             sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).is_err(),
             "one process per directory"
         );
-        local.queue.send(&[task.clone()]).await.unwrap();
+        local.queue.send(std::slice::from_ref(&task)).await.unwrap();
         assert_eq!(
             local.queue.receive(1, Duration::ZERO).await.unwrap().len(),
             1
