@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Crawl benchmark: a generated site of PAGES pages (50-100 KB each) served by nginx on
+# loopback, crawled through `sarvcrawl serve` (release build) with Markdown extraction.
+# Prints pages per second and CPU seconds per page of the server process.
+#
+#   bash bench/crawl.sh            # 2000 pages
+#   PAGES=500 bash bench/crawl.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PAGES=${PAGES:-2000}
+CONCURRENCY=${CONCURRENCY:-32}
+work=$(mktemp -d)
+trap 'kill $(cat "$work"/nginx.pid 2>/dev/null) 2>/dev/null || true; kill "$serve_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+serve_pid=
+
+if ! command -v nginx >/dev/null; then
+  echo "installing nginx" >&2
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+fi
+cargo build --release --locked --bin sarvcrawl >&2
+
+python3 bench/gen_site.py "$work/site" "$PAGES"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+api_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$work/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  types { text/html html; }
+  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
+  server { listen 127.0.0.1:$port; root $work/site; }
+}
+CONF
+mkdir -p "$work/tmp"
+chmod -R a+rX "$work"
+nginx -c "$work/nginx.conf"
+
+./target/release/sarvcrawl serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
+  --allow-net 127.0.0.1/32 2>"$work/serve.log" &
+serve_pid=$!
+for _ in $(seq 100); do curl -fs "127.0.0.1:$api_port/api/health" >/dev/null && break; sleep 0.1; done
+
+clk=$(getconf CLK_TCK)
+cpu() { awk -v c="$clk" '{print ($14 + $15) / c}' "/proc/$serve_pid/stat"; }
+cpu0=$(cpu)
+job=$(curl -fs -XPOST "127.0.0.1:$api_port/api/crawl" -H 'content-type: application/json' \
+  -d "{\"url\":\"http://127.0.0.1:$port/\",\"limit\":$PAGES,\"max_depth\":50,\"use_sitemap\":false,\"max_concurrency\":$CONCURRENCY,\"formats\":[\"markdown\",\"metadata\"]}" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])')
+while :; do
+  status=$(curl -fs "127.0.0.1:$api_port/api/jobs/$job")
+  case "$(echo "$status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" in
+    completed|failed|cancelled) break ;;
+  esac
+  sleep 0.2
+done
+cpu1=$(cpu)
+echo "$status" | python3 bench/report.py "$cpu1" "$cpu0"
+[ -n "${DEBUG:-}" ] && echo "$status" && cat "$work/nginx-error.log"
+size=$(du -sb "$work/site" | cut -f1)
+echo "site              $PAGES pages, $((size / PAGES / 1024)) KB average"
+echo "cores             $(nproc)"
