@@ -440,3 +440,30 @@ async fn per_host_connections_stay_under_max_concurrency() {
     assert!(site.max_open() <= 3, "{} open at once", site.max_open());
     assert!(site.max_open() >= 2, "pages are fetched in parallel");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delay_ms_spaces_the_fetches_of_a_crawl() {
+    let site = Site::start(tree_site(6)).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let id = api
+        .submit(
+            "crawl",
+            &json!({"url": site.url("/"), "use_sitemap": false, "delay_ms": 300, "max_concurrency": 4}),
+        )
+        .await;
+    let job = api.wait(&id, WAIT).await;
+    assert_eq!(job["progress"]["pages_completed"], 6);
+    let mut times: Vec<_> = site
+        .hits()
+        .into_iter()
+        .filter(|h| h.path != "/robots.txt")
+        .map(|h| h.at)
+        .collect();
+    times.sort();
+    assert_eq!(times.len(), 6);
+    for pair in times.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_millis(280), "gap of {gap:?}");
+    }
+}
