@@ -183,6 +183,13 @@ impl Api {
         r.body["job_id"].as_str().expect("job_id").to_string()
     }
 
+    /// Submits a job and waits for its end: `(job_id, final job)`.
+    pub async fn run(&self, kind: &str, body: &Value, timeout: Duration) -> (String, Value) {
+        let id = self.submit(kind, body).await;
+        let job = self.wait(&id, timeout).await;
+        (id, job)
+    }
+
     pub async fn job(&self, id: &str) -> Value {
         let r = self.get(&format!("/api/jobs/{id}")).await;
         assert_eq!(r.status, 200, "{}", r.body);

@@ -322,13 +322,13 @@ async fn results_logs_and_jobs_page_with_cursors() {
     let site = Site::start(tree_site(30)).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
+    let (id, _) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "use_sitemap": false}),
+            WAIT,
         )
         .await;
-    api.wait(&id, WAIT).await;
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
     let mut pages = 0;

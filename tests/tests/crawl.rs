@@ -35,13 +35,13 @@ async fn full_crawl_fetches_every_page_once_with_exact_tree_and_counters() {
     let site = Site::start(tree_site(PAGES)).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
+    let (id, job) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "limit": 1000, "use_sitemap": false}),
+            WAIT,
         )
         .await;
-    let job = api.wait(&id, WAIT).await;
     assert_eq!(job["status"], "completed", "{job}");
     assert_eq!(
         job["progress"],
@@ -134,13 +134,13 @@ async fn limit_is_never_exceeded() {
     let site = Site::start(tree_site(PAGES)).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
+    let (id, job) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "limit": 50, "use_sitemap": false}),
+            WAIT,
         )
         .await;
-    let job = api.wait(&id, WAIT).await;
     assert_eq!(job["status"], "completed");
     assert_eq!(
         job["progress"],
@@ -168,13 +168,13 @@ async fn max_depth_and_path_filters() {
     let site = Site::start(tree_site(PAGES)).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
+    let (id, job) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "max_depth": 2, "use_sitemap": false}),
+            WAIT,
         )
         .await;
-    let job = api.wait(&id, WAIT).await;
     assert_eq!(job["progress"]["pages_completed"], 13);
     assert_eq!(
         paths_of(&site, &api.all_results(&id).await),
@@ -191,14 +191,14 @@ async fn max_depth_and_path_filters() {
     );
 
     // Excluding page 1 prunes its subtree; including only /p/ paths keeps the rest.
-    let id = api
-        .submit(
+    let (id, _) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "max_depth": 2, "use_sitemap": false,
                     "exclude_paths": ["^/p/1\\.html$"], "include_paths": ["^/p/"]}),
+            WAIT,
         )
         .await;
-    api.wait(&id, WAIT).await;
     let expected: Vec<String> = [
         "/",
         "/p/2.html",
@@ -261,8 +261,7 @@ async fn sitemaps_index_and_gzip_add_unlinked_pages() {
     let serve = Serve::start();
     let api = serve.api(None);
 
-    let id = api.submit("crawl", &json!({"url": site.url("/")})).await;
-    let job = api.wait(&id, WAIT).await;
+    let (id, job) = api.run("crawl", &json!({"url": site.url("/")}), WAIT).await;
     assert_eq!(job["status"], "completed");
     assert_eq!(
         paths_of(&site, &api.all_results(&id).await),
@@ -279,13 +278,13 @@ async fn sitemaps_index_and_gzip_add_unlinked_pages() {
         "{logs:?}"
     );
 
-    let id = api
-        .submit(
+    let (id, _) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "use_sitemap": false}),
+            WAIT,
         )
         .await;
-    api.wait(&id, WAIT).await;
     assert_eq!(
         paths_of(&site, &api.all_results(&id).await),
         vec!["/".to_string(), "/linked".to_string()]
@@ -312,13 +311,13 @@ async fn robots_rules_skip_links_and_can_be_ignored() {
     let site = Site::start(routes).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
+    let (id, _) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "use_sitemap": false}),
+            WAIT,
         )
         .await;
-    api.wait(&id, WAIT).await;
     assert_eq!(
         paths_of(&site, &api.all_results(&id).await),
         vec!["/", "/open"]
@@ -333,13 +332,13 @@ async fn robots_rules_skip_links_and_can_be_ignored() {
         .collect();
     assert_eq!(robots, vec![site.url("/private/a")]);
 
-    let id = api
-        .submit(
+    let (id, _) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "use_sitemap": false, "respect_robots": false}),
+            WAIT,
         )
         .await;
-    api.wait(&id, WAIT).await;
     assert_eq!(
         paths_of(&site, &api.all_results(&id).await),
         vec!["/", "/open", "/private/a"]
@@ -375,13 +374,13 @@ async fn crawler_traps_stop_at_the_caps() {
     let site = Site::start_with(routes, Some(dynamic)).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
+    let (_, job) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "use_sitemap": false, "limit": 40, "max_depth": 50}),
+            WAIT,
         )
         .await;
-    let job = api.wait(&id, WAIT).await;
     assert_eq!(job["status"], "completed");
     assert_eq!(job["progress"]["pages_completed"], 40);
     assert_eq!(
@@ -392,10 +391,7 @@ async fn crawler_traps_stop_at_the_caps() {
         40
     );
 
-    let id = api
-        .submit("crawl", &json!({"url": site.url("/list?page=1"), "use_sitemap": false, "limit": 1000, "max_depth": 10}))
-        .await;
-    let job = api.wait(&id, WAIT).await;
+    let (_, job) = api.run("crawl", &json!({"url": site.url("/list?page=1"), "use_sitemap": false, "limit": 1000, "max_depth": 10}), WAIT).await;
     assert_eq!(job["progress"]["pages_completed"], 11, "depths 0..=10");
 }
 
@@ -405,13 +401,13 @@ async fn crawl_of_a_failing_root_fails_with_its_code() {
     let site = Site::start(routes).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
+    let (id, job) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "use_sitemap": false}),
+            WAIT,
         )
         .await;
-    let job = api.wait(&id, WAIT).await;
     assert_eq!(job["status"], "failed");
     assert_eq!(job["error"]["code"], "HTTP_ERROR");
     assert_eq!(job["progress"]["pages_failed"], 1);
@@ -429,13 +425,13 @@ async fn per_host_connections_stay_under_max_concurrency() {
     let site = Site::start(routes).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
+    let (_, job) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/"), "use_sitemap": false, "max_concurrency": 3}),
+            WAIT,
         )
         .await;
-    let job = api.wait(&id, WAIT).await;
     assert_eq!(job["progress"]["pages_completed"], 40);
     assert!(site.max_open() <= 3, "{} open at once", site.max_open());
     assert!(site.max_open() >= 2, "pages are fetched in parallel");
@@ -446,13 +442,7 @@ async fn delay_ms_spaces_the_fetches_of_a_crawl() {
     let site = Site::start(tree_site(6)).await;
     let serve = Serve::start();
     let api = serve.api(None);
-    let id = api
-        .submit(
-            "crawl",
-            &json!({"url": site.url("/"), "use_sitemap": false, "delay_ms": 300, "max_concurrency": 4}),
-        )
-        .await;
-    let job = api.wait(&id, WAIT).await;
+    let (_, job) = api.run("crawl", &json!({"url": site.url("/"), "use_sitemap": false, "delay_ms": 300, "max_concurrency": 4}), WAIT).await;
     assert_eq!(job["progress"]["pages_completed"], 6);
     let mut times: Vec<_> = site
         .hits()

@@ -71,8 +71,13 @@ async fn a_task_that_always_fails_fails_its_job_and_frees_the_slot() {
     std::fs::create_dir_all(&documents).unwrap();
     std::fs::write(documents.join("local"), b"in the way").unwrap();
     let api = serve.api(None);
-    let id = api.submit("scrape", &json!({"url": site.url("/")})).await;
-    let job = api.wait(&id, Duration::from_secs(60)).await;
+    let (_, job) = api
+        .run(
+            "scrape",
+            &json!({"url": site.url("/")}),
+            Duration::from_secs(60),
+        )
+        .await;
     assert_eq!(job["status"], "failed", "{job}");
     assert_eq!(job["error"]["code"], "INTERNAL");
     assert_eq!(job["error"]["message"], "gave up after 5 attempts");

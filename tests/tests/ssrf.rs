@@ -43,13 +43,13 @@ async fn loopback_in_every_disguise_is_blocked_without_the_allow_list() {
         assert_eq!(job["error"]["code"], "BLOCKED_ADDRESS", "{url}: {job}");
     }
     // A crawl aimed at a blocked address fails the same way.
-    let id = api
-        .submit(
+    let (_, job) = api
+        .run(
             "crawl",
             &json!({"url": format!("http://127.0.0.1:{port}/")}),
+            WAIT,
         )
         .await;
-    let job = api.wait(&id, WAIT).await;
     assert_eq!(
         (job["status"].as_str(), job["error"]["code"].as_str()),
         (Some("failed"), Some("BLOCKED_ADDRESS"))
@@ -82,13 +82,13 @@ async fn allow_list_opens_only_the_listed_network() {
     let hop = scrape(&api, &site.url("/hop")).await;
     assert_eq!(hop["error"]["code"], "BLOCKED_ADDRESS");
     // A crawled link to a blocked address fails that page only.
-    let id = api
-        .submit(
+    let (id, job) = api
+        .run(
             "crawl",
             &json!({"url": site.url("/links"), "allow_external": true, "use_sitemap": false}),
+            WAIT,
         )
         .await;
-    let job = api.wait(&id, WAIT).await;
     assert_eq!(job["status"], "completed");
     assert_eq!(job["progress"]["pages_completed"], 2);
     assert_eq!(job["progress"]["pages_failed"], 1);
