@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every check and test of SarvCrawl: formatting, lints, unit tests, and the black-box
-# suite against a real `sarvcrawl serve` with fixture sites on 127.0.0.1.
+# Runs every check and test of SarvCrawl: formatting, lints, unit tests, the template linter,
+# and the black-box suite against a real `sarvcrawl serve`, once on the local backend and once
+# on the AWS backend over a local emulator, with fixture sites on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,7 +9,15 @@ command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-# The black-box tests spawn the server binary: build it before they run.
-cargo build --locked --bin sarvcrawl
-cargo test --workspace --locked
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+# The black-box tests spawn the server binary: build it (with AWS support) before they run.
+cargo build --locked --features aws --bin sarvcrawl
+
+# shellcheck source=scripts/aws-emulator.sh
+source scripts/aws-emulator.sh
+trap stop_aws_emulator EXIT
+.venv/bin/cfn-lint template.yaml
+
+cargo test --workspace --all-features --locked
+echo "--- the black-box suite on the AWS backend"
+SARVCRAWL_TEST_BACKEND=aws cargo test --locked -p e2e

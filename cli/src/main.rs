@@ -1,5 +1,8 @@
 //! `sarvcrawl`: the embedded server (`serve`) and, in time, the client commands.
 
+#[cfg(feature = "aws")]
+mod aws;
+mod backend;
 mod serve;
 mod server;
 
@@ -16,8 +19,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the API server with its workers on this machine (SQLite and files under --data-dir).
+    /// Run the API server with its workers (SQLite and files under --data-dir by default).
     Serve(serve::ServeArgs),
+    /// Manage an AWS deployment's resources and keys.
+    #[cfg(feature = "aws")]
+    #[command(subcommand)]
+    Aws(aws::AwsCommand),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +49,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
+            #[cfg(feature = "aws")]
+            Command::Aws(cmd) => aws::run(cmd).await,
         }
     });
     match result {

@@ -1,5 +1,6 @@
 //! `sarvcrawl serve`: configuration, start-up checks, workers and the HTTP server.
 
+use crate::backend::{self, Kind};
 use crate::server;
 use clap::Args;
 use ipnet::IpNet;
@@ -16,6 +17,10 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
+    /// Where jobs, tasks and documents live.
+    #[arg(long, env = "SARVCRAWL_BACKEND", value_enum, default_value = "local")]
+    backend: Kind,
+
     /// Address to listen on. Without API keys only a loopback address is accepted.
     #[arg(long, env = "SARVCRAWL_ADDR", default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
@@ -72,7 +77,7 @@ fn load_keys(args: &ServeArgs) -> Result<KeyRing, String> {
 pub async fn run(args: ServeArgs) -> Result<(), String> {
     let keys = load_keys(&args)?;
     let auth = if keys.is_empty() {
-        if !args.addr.ip().is_loopback() {
+        if !args.addr.ip().is_loopback() && args.backend != Kind::Aws {
             return Err(format!(
                 "refusing to serve {} without API keys: set --api-keys-file or SARVCRAWL_API_KEYS, \
                  or listen on a loopback address",
@@ -92,11 +97,8 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         tracing::warn!(networks = %nets.join(","), "fetching from normally blocked networks is allowed");
     }
 
-    let local = sarvcrawl_local::open(
-        &args.data_dir,
-        Duration::from_secs(args.visibility_timeout.max(1)),
-    )
-    .map_err(|e| e.to_string())?;
+    let visibility = Duration::from_secs(args.visibility_timeout.max(1));
+    let backend = backend::open(args.backend, &args.data_dir, visibility).await?;
     let mut fetch = FetchConfig::default();
     if let Some(ua) = &args.user_agent {
         fetch.user_agent = ua.clone();
@@ -104,9 +106,9 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     let fetcher = Fetcher::new(AddressPolicy::new(args.allow_nets.clone()), fetch)
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let app = Arc::new(App::new(
-        local.store.clone(),
-        local.queue.clone(),
-        local.blobs.clone(),
+        backend.jobs.clone(),
+        backend.queue.clone(),
+        backend.blobs.clone(),
         Arc::new(SystemClock),
         Arc::new(fetcher),
         Config::default(),
@@ -121,19 +123,32 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let worker_handle = tokio::spawn(worker::run_workers(app.clone(), workers, stop_rx));
+    let worker_handle = tokio::spawn(worker::run_workers(app.clone(), workers, stop_rx.clone()));
+    let dead_letter_handle = backend
+        .dead_letters
+        .clone()
+        .map(|dlq| tokio::spawn(worker::run_dead_letters(app.clone(), dlq, stop_rx)));
     tracing::info!(
-        data_dir = %args.data_dir.display(),
+        backend = ?args.backend,
         workers,
         "SarvCrawl {} listening on http://{bound}",
         sarvcrawl_core::VERSION
     );
-    server::serve(listener, app, Arc::new(auth), shutdown_signal())
-        .await
-        .map_err(|e| format!("server error: {e}"))?;
+    server::serve(
+        listener,
+        app,
+        Arc::new(auth),
+        backend.keys.clone(),
+        shutdown_signal(),
+    )
+    .await
+    .map_err(|e| format!("server error: {e}"))?;
     let _ = stop_tx.send(true);
     let _ = worker_handle.await;
-    drop(local);
+    if let Some(h) = dead_letter_handle {
+        let _ = h.await;
+    }
+    drop(backend);
     tracing::info!("stopped");
     Ok(())
 }

@@ -7,8 +7,10 @@ use axum::Router;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use sarvcrawl_core::app::App;
-use sarvcrawl_core::auth::Auth;
+use sarvcrawl_core::auth::{bearer_key, Auth};
+use sarvcrawl_core::domain::UserId;
 use sarvcrawl_core::http::{self as api, error_response, ErrorBody, MAX_JSON_BODY};
+use sarvcrawl_core::ports::KeyDirectory;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -16,6 +18,24 @@ use std::sync::Arc;
 struct Server {
     app: Arc<App>,
     auth: Arc<Auth>,
+    directory: Option<Arc<dyn KeyDirectory>>,
+}
+
+impl Server {
+    /// The caller: a configured key, or one the backend keeps.
+    async fn user(&self, authorization: Option<&str>) -> Option<UserId> {
+        if let Some(user) = self.auth.authenticate(authorization) {
+            return Some(user);
+        }
+        let key = bearer_key(authorization)?;
+        match self.directory.as_ref()?.user_of(key).await {
+            Ok(user) => user,
+            Err(e) => {
+                tracing::error!(error = %e, "key lookup failed");
+                None
+            }
+        }
+    }
 }
 
 /// Serves the API on `listener` until `shutdown` completes.
@@ -23,11 +43,14 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Arc<App>,
     auth: Arc<Auth>,
+    directory: Option<Arc<dyn KeyDirectory>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let router = Router::new()
-        .fallback(handle)
-        .with_state(Server { app, auth });
+    let router = Router::new().fallback(handle).with_state(Server {
+        app,
+        auth,
+        directory,
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
@@ -45,7 +68,7 @@ async fn handle(State(s): State<Server>, req: Request<Body>) -> Response {
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let Some(user) = s.auth.authenticate(authorization) else {
+    let Some(user) = s.user(authorization).await else {
         return into_axum(api::unauthorized());
     };
     let (parts, body) = req.into_parts();

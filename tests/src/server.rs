@@ -26,6 +26,39 @@ fn free_port() -> u16 {
         .expect("free port")
 }
 
+/// Whether the suite runs against the AWS backend (`SARVCRAWL_TEST_BACKEND=aws`, with
+/// `AWS_ENDPOINT_URL` pointing at an emulator) rather than the local one.
+pub fn aws_backend() -> bool {
+    std::env::var("SARVCRAWL_TEST_BACKEND").is_ok_and(|b| b == "aws")
+}
+
+/// Creates fresh AWS resources for one server and returns their `SARVCRAWL_*` variables.
+fn bootstrap_aws() -> Vec<(String, String)> {
+    static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let prefix = format!("t{}-{n}-{nanos}", std::process::id());
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let out = Command::new(binary())
+        .args(["aws", "bootstrap", "--prefix", &prefix, "--template"])
+        .arg(template)
+        .output()
+        .expect("run sarvcrawl aws bootstrap");
+    assert!(
+        out.status.success(),
+        "bootstrap failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// A running `sarvcrawl serve`, killed when dropped.
 pub struct Serve {
     child: Option<Child>,
@@ -47,16 +80,25 @@ impl Serve {
     pub fn with(args: &[&str], envs: &[(&str, &str)]) -> Serve {
         let tmp = tempfile::tempdir().expect("temp dir");
         let data_dir = tmp.path().join("data");
+        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let mut envs: Vec<(String, String)> = envs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if aws_backend() {
+            args.extend(["--backend".to_string(), "aws".to_string()]);
+            if !args.iter().any(|a| a == "--visibility-timeout") {
+                args.extend(["--visibility-timeout".to_string(), "30".to_string()]);
+            }
+            envs.extend(bootstrap_aws());
+        }
         let mut s = Serve {
             child: None,
             base: String::new(),
             data_dir,
             _tmp: Some(tmp),
-            args: args.iter().map(|s| s.to_string()).collect(),
-            envs: envs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            args,
+            envs,
             port: free_port(),
         };
         s.spawn();
@@ -105,6 +147,41 @@ impl Serve {
     pub fn restart(&mut self) {
         self.kill();
         self.spawn();
+    }
+
+    /// Makes every document write fail: on the local backend a file stands where the user's
+    /// document directory belongs; on AWS the server is restarted on a bucket that does not
+    /// exist.
+    pub fn break_documents(&mut self) {
+        if aws_backend() {
+            let bucket = self.env("SARVCRAWL_BUCKET");
+            self.envs
+                .push(("SARVCRAWL_BUCKET".into(), format!("{bucket}-missing")));
+            self.restart();
+        } else {
+            let documents = self.data_dir.join("documents");
+            std::fs::create_dir_all(&documents).expect("documents dir");
+            std::fs::write(documents.join("local"), b"in the way").expect("block documents");
+        }
+    }
+
+    /// Undoes [`Serve::break_documents`].
+    pub fn repair_documents(&mut self) {
+        if aws_backend() {
+            self.envs.pop();
+            self.restart();
+        } else {
+            std::fs::remove_file(self.data_dir.join("documents/local")).expect("unblock documents");
+        }
+    }
+
+    fn env(&self, name: &str) -> String {
+        self.envs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
     }
 
     /// A client of this server with an optional API key.

@@ -62,14 +62,11 @@ async fn sigkill_mid_crawl_then_restart_completes_every_page_once() {
 async fn a_task_that_always_fails_fails_its_job_and_frees_the_slot() {
     let routes = [("/".to_string(), Route::Html("<p>fine</p>".into()))].into();
     let site = Site::start(routes).await;
-    let serve = Serve::with(
+    let mut serve = Serve::with(
         &["--allow-net", "127.0.0.1/32", "--visibility-timeout", "1"],
         &[],
     );
-    // A file where the user's document directory belongs: every document write fails.
-    let documents = serve.data_dir.join("documents");
-    std::fs::create_dir_all(&documents).unwrap();
-    std::fs::write(documents.join("local"), b"in the way").unwrap();
+    serve.break_documents();
     let api = serve.api(None);
     let (_, job) = api
         .run(
@@ -83,7 +80,8 @@ async fn a_task_that_always_fails_fails_its_job_and_frees_the_slot() {
     assert_eq!(job["error"]["message"], "gave up after 5 attempts");
     assert_eq!(site.hits_of("/"), 5, "one fetch per attempt");
     // The slot is free again.
-    std::fs::remove_file(documents.join("local")).unwrap();
+    serve.repair_documents();
+    let api = serve.api(None);
     let next = api.submit("scrape", &json!({"url": site.url("/")})).await;
     assert_eq!(
         api.wait(&next, Duration::from_secs(30)).await["status"],

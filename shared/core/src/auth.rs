@@ -70,20 +70,19 @@ impl KeyRing {
     }
 }
 
+/// The key of an `Authorization: Bearer <key>` header value.
+pub fn bearer_key(authorization: Option<&str>) -> Option<&str> {
+    let (scheme, key) = authorization?.split_once(' ')?;
+    let key = key.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !key.is_empty()).then_some(key)
+}
+
 impl Auth {
     /// The user an `Authorization` header value authenticates, if any.
     pub fn authenticate(&self, authorization: Option<&str>) -> Option<UserId> {
         match self {
             Auth::Open(user) => Some(user.clone()),
-            Auth::Keys(ring) => {
-                let value = authorization?;
-                let (scheme, key) = value.split_once(' ')?;
-                let key = key.trim();
-                if !scheme.eq_ignore_ascii_case("bearer") || key.is_empty() {
-                    return None;
-                }
-                ring.user_of(key)
-            }
+            Auth::Keys(ring) => ring.user_of(bearer_key(authorization)?),
         }
     }
 }

@@ -224,7 +224,8 @@ pub struct JobQuery {
 #[derive(Debug, Clone, Default)]
 pub struct ResultPage {
     pub keys: Vec<String>,
-    pub next_cursor: Option<u64>,
+    /// Opaque: pass it back to read the next page.
+    pub next_cursor: Option<String>,
     pub total: u64,
 }
 
@@ -275,8 +276,8 @@ pub trait JobStore: Send + Sync {
     /// Records URLs found on `parent`. A URL the job knows already is left alone. A URL to
     /// fetch is claimed (`queued`, counted in `pages_discovered`) while fewer than `limit` are
     /// claimed, and recorded as skipped for `limit` after that. Returns the URLs this page owes
-    /// the queue: the ones it claimed now and its children claimed earlier but still queued
-    /// (so a redelivered page re-sends what a crash may have lost).
+    /// the queue: the ones it claimed now and those of `nodes` it claimed earlier that are
+    /// still queued (so a redelivered page re-sends what a crash may have lost).
     async fn add_nodes(
         &self,
         user: &UserId,
@@ -303,12 +304,13 @@ pub trait JobStore: Send + Sync {
     /// The discovery tree in discovery order, at most `max` nodes.
     async fn tree(&self, user: &UserId, job: &JobId, max: u32) -> StoreResult<Vec<NodeRow>>;
 
-    /// Document keys of the job in completion order, from after `cursor`.
+    /// Document keys of the job in completion order, from after `cursor` (a `next_cursor` of
+    /// an earlier page; anything else yields an empty page).
     async fn results(
         &self,
         user: &UserId,
         job: &JobId,
-        cursor: Option<u64>,
+        cursor: Option<&str>,
         limit: u32,
     ) -> StoreResult<ResultPage>;
 
@@ -357,6 +359,13 @@ pub trait WorkQueue: Send + Sync {
 pub trait BlobStore: Send + Sync {
     async fn put(&self, key: &str, body: Bytes) -> StoreResult<()>;
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>>;
+}
+
+/// API keys kept outside the process (the AWS table): key -> user.
+#[async_trait]
+pub trait KeyDirectory: Send + Sync {
+    /// The user a presented key belongs to.
+    async fn user_of(&self, api_key: &str) -> StoreResult<Option<UserId>>;
 }
 
 /// The time, injectable for tests.

@@ -449,10 +449,15 @@ impl JobStore for SqliteStore {
         &self,
         user: &UserId,
         job: &JobId,
-        cursor: Option<u64>,
+        cursor: Option<&str>,
         limit: u32,
     ) -> StoreResult<ResultPage> {
         let (user, job) = (user.0.clone(), job.0.clone());
+        // Cursors are result sequence numbers; one that is not reads past the end.
+        let after: i64 = match cursor {
+            None => 0,
+            Some(c) => c.parse().unwrap_or(i64::MAX),
+        };
         self.db
             .read(move |c| {
                 if !owns(c, &user, &job)? {
@@ -463,12 +468,12 @@ impl JobStore for SqliteStore {
                     "SELECT seq, doc_key FROM results WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
                 )?;
                 let mut rows: Vec<(u64, String)> = stmt
-                    .query_map(params![job, cursor.unwrap_or(0), limit + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .query_map(params![job, after, limit + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
                     .collect::<Result<_, _>>()?;
                 let more = rows.len() > limit as usize;
                 rows.truncate(limit as usize);
                 Ok(ResultPage {
-                    next_cursor: if more { rows.last().map(|r| r.0) } else { None },
+                    next_cursor: if more { rows.last().map(|r| r.0.to_string()) } else { None },
                     keys: rows.into_iter().map(|r| r.1).collect(),
                     total,
                 })

@@ -23,6 +23,7 @@ pub async fn cancel(app: &App, user: &UserId, id: &str) -> Result<Job, AppError>
         return Err(AppError::JobFinished);
     }
     if changed {
+        app.runtime.forget(&job.job_id);
         app.jobs
             .append_logs(user, &job.job_id, &[NewLog::info("cancelled by the user")])
             .await?;

@@ -65,7 +65,7 @@ impl Request {
 /// Processes one delivery; never panics on what the task or the page contains.
 pub async fn process(app: &App, d: &Delivery) -> Disposition {
     let result = if d.receive_count > app.config.max_receives {
-        give_up(app, &d.task, d.receive_count).await
+        abandon(app, &d.task, d.receive_count - 1).await
     } else {
         run(app, &d.task).await
     };
@@ -260,6 +260,11 @@ async fn fetch_page(
         Some(j) if !j.status.is_final() => {}
         _ => return Ok(None),
     }
+    // The job's pacing comes last, so `delay_ms` separates the requests themselves; a cancel
+    // that this process handles meanwhile still stops the fetch.
+    if !rt.pace().await {
+        return Ok(None);
+    }
     let opts = req.page();
     let fetched = match fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await
     {
@@ -412,14 +417,15 @@ async fn settle_cancelled(app: &App, task: &Task, status: NodeStatus) -> StoreRe
     Ok(())
 }
 
-/// A task received too often: its page is recorded as failed so the job can end (I5).
-async fn give_up(app: &App, task: &Task, receives: u32) -> StoreResult<()> {
+/// Records a task that exhausted its `attempts` as a failed page, so its job can end and free
+/// its slot (I5). Used for a task received too often, and by the dead-letter queue's consumer.
+pub async fn abandon(app: &App, task: &Task, attempts: u32) -> StoreResult<()> {
     let Some(job) = app.jobs.get_job(&task.user_id, &task.job_id).await? else {
         return Ok(());
     };
     let error = JobError::new(
         ErrorCode::Internal,
-        format!("gave up after {} attempts", receives - 1),
+        format!("gave up after {attempts} attempts"),
     );
     // The failure is recorded even when its document cannot be stored: that may be the
     // very fault that made the task fail.

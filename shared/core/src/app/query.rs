@@ -69,9 +69,9 @@ pub async fn results(
     app: &App,
     user: &UserId,
     id: &str,
-    cursor: Option<u64>,
+    cursor: Option<&str>,
     limit: u32,
-) -> Result<(Vec<Value>, Option<u64>, u64), AppError> {
+) -> Result<(Vec<Value>, Option<String>, u64), AppError> {
     let job = job(app, user, id).await?;
     let page = app.jobs.results(user, &job.job_id, cursor, limit).await?;
     let reads = page.keys.iter().map(|k| app.blobs.get(k));

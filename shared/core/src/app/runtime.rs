@@ -4,6 +4,7 @@
 use crate::domain::JobId;
 use crate::engine::robots::Robots;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -30,6 +31,7 @@ pub(crate) struct JobRuntime {
     delay: Duration,
     next_start: Mutex<Instant>,
     last_renewal: Mutex<Option<Instant>>,
+    cancelled: AtomicBool,
 }
 
 /// One host's gate: a concurrency cap and a back-off deadline.
@@ -77,14 +79,17 @@ impl Runtime {
                     delay,
                     next_start: Mutex::new(Instant::now()),
                     last_renewal: Mutex::new(None),
+                    cancelled: AtomicBool::new(false),
                 })
             })
             .clone()
     }
 
-    /// Forgets a finished job.
+    /// Forgets a finished job; a fetch of it still waiting for its turn will not start.
     pub(crate) fn forget(&self, id: &JobId) {
-        lock(&self.jobs).remove(id);
+        if let Some(job) = lock(&self.jobs).remove(id) {
+            job.cancelled.store(true, Ordering::SeqCst);
+        }
     }
 
     pub(crate) fn host(&self, host: &str) -> Arc<HostGate> {
@@ -103,19 +108,9 @@ impl Runtime {
             .clone()
     }
 
-    /// Waits for a free place in the job's and the host's caps, the job's delay and the host's
-    /// back-off.
+    /// Waits for a free place in the job's and the host's caps and the host's back-off.
     pub(crate) async fn acquire(&self, job: &JobRuntime, host: &HostGate) -> Option<FetchPermit> {
         let job_permit = job.permits.clone().acquire_owned().await.ok()?;
-        if !job.delay.is_zero() {
-            let start = {
-                let mut next = lock(&job.next_start);
-                let start = (*next).max(Instant::now());
-                *next = start + job.delay;
-                start
-            };
-            tokio::time::sleep_until(start).await;
-        }
         let host_permit = host.permits.clone().acquire_owned().await.ok()?;
         let not_before = *lock(&host.not_before);
         tokio::time::sleep_until(not_before).await;
@@ -135,6 +130,21 @@ impl HostGate {
 }
 
 impl JobRuntime {
+    /// Waits for this fetch's turn under the job's `delay_ms`; false when the job ended in
+    /// this process meanwhile.
+    pub(crate) async fn pace(&self) -> bool {
+        if !self.delay.is_zero() {
+            let start = {
+                let mut next = lock(&self.next_start);
+                let start = (*next).max(Instant::now());
+                *next = start + self.delay;
+                start
+            };
+            tokio::time::sleep_until(start).await;
+        }
+        !self.cancelled.load(Ordering::SeqCst)
+    }
+
     /// True at most once per `every`: time to renew the job's slot lease.
     pub(crate) fn renewal_due(&self, every: Duration) -> bool {
         let mut last = lock(&self.last_renewal);

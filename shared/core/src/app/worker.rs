@@ -1,8 +1,9 @@
 //! The worker loop of a long-running process: receive tasks, process them concurrently,
 //! acknowledge what is done. (On AWS the SQS event source plays this part.)
 
-use super::process::{process, Disposition};
+use super::process::{abandon, process, Disposition};
 use super::App;
+use crate::ports::WorkQueue;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -59,6 +60,42 @@ async fn worker_loop(app: Arc<App>, shutdown: watch::Receiver<bool>) {
                     }
                 }
             });
+        }
+    }
+}
+
+/// Drains a dead-letter queue: each task there exhausted its deliveries, so its page is
+/// recorded as failed and its job allowed to end. Runs until `shutdown` turns true.
+pub async fn run_dead_letters(
+    app: Arc<App>,
+    dead_letters: Arc<dyn WorkQueue>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let batch = tokio::select! {
+            b = dead_letters.receive(10, Duration::from_secs(1)) => b,
+            _ = shutdown.changed() => return,
+        };
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "dead-letter receive failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for d in batch {
+            match abandon(&app, &d.task, app.config.max_receives).await {
+                Ok(()) => {
+                    if let Err(e) = dead_letters.ack(&d.receipt).await {
+                        tracing::warn!(error = %e, "dead-letter ack failed");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "dead letter not recorded; will retry"),
+            }
         }
     }
 }

@@ -236,11 +236,14 @@ async fn results(
     q: &HashMap<String, String>,
 ) -> Result<Response<Bytes>, AppError> {
     let limit = int_param(q, "limit", 20, 1, 100)? as u32;
-    let cursor = opt_int_param(q, "cursor")?;
+    let cursor = q.get("cursor").map(String::as_str);
+    if cursor.is_some_and(|c| c.is_empty() || c.len() > 512) {
+        return Err(invalid("cursor", "is not a cursor of this list"));
+    }
     let (data, next, total) = query::results(app, user, id, cursor, limit).await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"data": data, "next_cursor": next.map(|c| c.to_string()), "total": total}),
+        &json!({"data": data, "next_cursor": next, "total": total}),
     ))
 }
 

@@ -1,0 +1,910 @@
+//! The job store on one DynamoDB table. Every race the core cares about is a conditional write:
+//! the slot and the job in one transaction, a URL claimed with the job's counters in one
+//! transaction, a node completed and counted in one transaction, the final status set with the
+//! slot freed in one transaction.
+//!
+//! Items (`PK`, `SK`):
+//! - job `JOB#<id>`, `JOB`: owner, request, status, counters; `GSI1PK = USER#<user>`,
+//!   `GSI1SK = <id>` lists a user's jobs; `GSI2PK = ACTIVE` while not final, `GSI2SK` = last
+//!   progress time, for the sweeper.
+//! - slot `USER#<user>`, `SLOT#<kind>`: the job holding it and `lease_until`.
+//! - node `JOB#<id>`, `URL#<hash>`: one discovered URL; `SEQ` orders the tree (index `BySeq`).
+//! - result `JOB#<id>`, `RES#<ulid>`: a document key, in completion order.
+//! - log `JOB#<id>`, `LOG#<seq>`: a log entry, expiring through TTL `expires_at`.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Delete, KeysAndAttributes, Put, PutRequest, ReturnValue, TransactWriteItem,
+    Update, WriteRequest,
+};
+use aws_sdk_dynamodb::Client;
+use chrono::{DateTime, SecondsFormat, Utc};
+use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
+use sarvcrawl_core::ports::{
+    Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow,
+    NodeStatus, PageOutcome, ResultPage, SkipReason, SlotClaim, StoreError, StoreResult,
+    MAX_NODES_PER_JOB,
+};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// How long job logs are kept.
+const LOG_RETENTION_DAYS: i64 = 30;
+/// Index of a user's jobs.
+pub const USER_INDEX: &str = "ByUser";
+/// Index of active jobs by last progress.
+pub const ACTIVE_INDEX: &str = "ByActivity";
+/// Local index of a job's nodes in discovery order.
+pub const SEQ_INDEX: &str = "BySeq";
+
+/// DynamoDB-backed [`JobStore`].
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+pub(crate) fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+pub(crate) fn get_s<'a>(item: &'a Item, k: &str) -> Option<&'a str> {
+    item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str)
+}
+
+pub(crate) fn get_n<T: std::str::FromStr>(item: &Item, k: &str) -> Option<T> {
+    item.get(k).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
+}
+
+pub(crate) fn key(pk: String, sk: String) -> Item {
+    HashMap::from([("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))])
+}
+
+pub(crate) fn sdk<E: std::error::Error + Send + Sync + 'static, R: std::fmt::Debug>(
+    e: SdkError<E, R>,
+) -> StoreError {
+    StoreError::new(DisplayErrorContext(e))
+}
+
+fn build<T>(r: Result<T, aws_sdk_dynamodb::error::BuildError>) -> StoreResult<T> {
+    r.map_err(StoreError::new)
+}
+
+fn job_pk(id: &str) -> String {
+    format!("JOB#{id}")
+}
+
+const JOB_SK: &str = "JOB";
+
+fn slot_key(user: &str, kind: JobKind) -> Item {
+    key(format!("USER#{user}"), format!("SLOT#{}", kind.as_str()))
+}
+
+fn node_sk(url: &str) -> String {
+    let d = Sha256::digest(url.as_bytes());
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("URL#{hex}")
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn parse_ts(v: Option<&str>) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(v?).ok().map(|t| t.with_timezone(&Utc))
+}
+
+fn activity(t: DateTime<Utc>) -> String {
+    format!("{:015}", t.timestamp_millis().max(0))
+}
+
+/// The codes of a cancelled transaction's items, in order (`None` for items that passed).
+fn cancellation(e: &SdkError<TransactWriteItemsError, impl std::fmt::Debug>) -> Option<Vec<bool>> {
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(c)) => Some(
+            c.cancellation_reasons()
+                .iter()
+                .map(|r| r.code() == Some("ConditionalCheckFailed"))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+fn job_item(job: &Job) -> Item {
+    let mut item = key(job_pk(job.job_id.as_str()), JOB_SK.into());
+    item.insert("user_id".into(), s(job.user_id.as_str()));
+    item.insert("kind".into(), s(job.kind.as_str()));
+    item.insert("status".into(), s(job.status.as_str()));
+    item.insert("created_at".into(), s(ts(job.created_at)));
+    item.insert("request".into(), s(job.request.to_string()));
+    item.insert("GSI1PK".into(), s(format!("USER#{}", job.user_id)));
+    item.insert("GSI1SK".into(), s(job.job_id.as_str()));
+    item.insert("GSI2PK".into(), s("ACTIVE"));
+    item.insert("GSI2SK".into(), s(activity(job.created_at)));
+    for (k, v) in [
+        ("discovered", 1),
+        ("pending", 1),
+        ("nodes", 1),
+        ("completed", 0),
+        ("failed", 0),
+        ("results", 0),
+        ("log_seq", 0),
+    ] {
+        item.insert(k.into(), n(v));
+    }
+    item
+}
+
+fn job_from_item(item: &Item) -> StoreResult<Job> {
+    let bad = |what: &str| StoreError(format!("unreadable job item: {what}"));
+    let id = get_s(item, "GSI1SK").ok_or_else(|| bad("id"))?;
+    Ok(Job {
+        job_id: JobId(id.to_string()),
+        user_id: UserId(get_s(item, "user_id").ok_or_else(|| bad("user"))?.to_string()),
+        kind: get_s(item, "kind").and_then(JobKind::parse).ok_or_else(|| bad("kind"))?,
+        status: get_s(item, "status").and_then(JobStatus::parse).ok_or_else(|| bad("status"))?,
+        created_at: parse_ts(get_s(item, "created_at")).ok_or_else(|| bad("created_at"))?,
+        started_at: parse_ts(get_s(item, "started_at")),
+        finished_at: parse_ts(get_s(item, "finished_at")),
+        request: get_s(item, "request")
+            .and_then(|r| serde_json::from_str(r).ok())
+            .ok_or_else(|| bad("request"))?,
+        error: get_s(item, "error").and_then(|e| serde_json::from_str::<JobError>(e).ok()),
+        progress: Progress {
+            pages_discovered: get_n(item, "discovered").unwrap_or(0),
+            pages_completed: get_n(item, "completed").unwrap_or(0),
+            pages_failed: get_n(item, "failed").unwrap_or(0),
+            pages_queued: get_n(item, "pending").unwrap_or(0),
+        },
+    })
+}
+
+fn node_item(job: &str, seq: u64, url: &str, parent: Option<&str>, depth: u32, skip: Option<SkipReason>) -> Item {
+    let mut item = key(job_pk(job), node_sk(url));
+    item.insert("SEQ".into(), n(seq));
+    item.insert("url".into(), s(url));
+    if let Some(p) = parent {
+        item.insert("parent".into(), s(p));
+    }
+    item.insert("depth".into(), n(depth));
+    match skip {
+        Some(r) => {
+            item.insert("status".into(), s("skipped"));
+            item.insert("reason".into(), s(r.as_str()));
+        }
+        None => {
+            item.insert("status".into(), s("queued"));
+        }
+    }
+    item
+}
+
+fn node_from_item(item: &Item) -> Option<NodeRow> {
+    Some(NodeRow {
+        url: get_s(item, "url")?.to_string(),
+        parent: get_s(item, "parent").map(String::from),
+        depth: get_n(item, "depth")?,
+        status: NodeStatus::parse(get_s(item, "status")?)?,
+        status_code: get_n(item, "status_code"),
+        reason: get_s(item, "reason").and_then(SkipReason::parse),
+    })
+}
+
+/// A node that `parent` claimed and that is still queued: the parent owes it to the queue.
+fn owed_child(item: &Item, parent: &str) -> Option<NewNode> {
+    if get_s(item, "parent") != Some(parent) || get_s(item, "status") != Some("queued") {
+        return None;
+    }
+    Some(NewNode {
+        url: get_s(item, "url")?.to_string(),
+        depth: get_n(item, "depth")?,
+        skip: None,
+    })
+}
+
+fn level_str(l: LogLevel) -> &'static str {
+    match l {
+        LogLevel::Info => "info",
+        LogLevel::Warn => "warn",
+        LogLevel::Error => "error",
+    }
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: &str) -> Self {
+        DynamoStore {
+            client,
+            table: table.to_string(),
+        }
+    }
+
+    fn put(&self, item: Item, condition: &str) -> StoreResult<Put> {
+        build(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression(condition)
+                .build(),
+        )
+    }
+
+    async fn job_item(&self, job: &str) -> StoreResult<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(job_pk(job), JOB_SK.into())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(out.item)
+    }
+
+    async fn slot_holder(&self, user: &str, kind: JobKind) -> StoreResult<Option<String>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(slot_key(user, kind)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(out.item.as_ref().and_then(|i| get_s(i, "job_id")).map(String::from))
+    }
+
+    /// Ids of active jobs whose last progress is older than `before` (for the sweeper).
+    pub async fn stalled_jobs(&self, before: DateTime<Utc>) -> StoreResult<Vec<(UserId, JobId)>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(ACTIVE_INDEX)
+                .key_condition_expression("GSI2PK = :a AND GSI2SK < :t")
+                .expression_attribute_values(":a", s("ACTIVE"))
+                .expression_attribute_values(":t", s(activity(before)))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk)?;
+            for item in page.items() {
+                if let (Some(u), Some(j)) = (get_s(item, "user_id"), get_s(item, "GSI1SK")) {
+                    out.push((UserId(u.into()), JobId(j.into())));
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn batch_get_nodes(&self, job: &str, urls: &[&str]) -> StoreResult<HashMap<String, Item>> {
+        let mut found = HashMap::new();
+        for chunk in urls.chunks(100) {
+            let keys: Vec<Item> = chunk.iter().map(|u| key(job_pk(job), node_sk(u))).collect();
+            let mut request = Some(build(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .build(),
+            )?);
+            let mut tries = 0;
+            while let Some(r) = request.take() {
+                tries += 1;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, r)
+                    .send()
+                    .await
+                    .map_err(sdk)?;
+                for item in out.responses.unwrap_or_default().remove(&self.table).unwrap_or_default() {
+                    if let Some(url) = get_s(&item, "url") {
+                        found.insert(url.to_string(), item);
+                    }
+                }
+                request = out
+                    .unprocessed_keys
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .filter(|k| !k.keys().is_empty());
+                if request.is_some() {
+                    if tries > 8 {
+                        return Err(StoreError("batch read throttled".into()));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << tries.min(5))).await;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn batch_put(&self, items: Vec<Item>) -> StoreResult<()> {
+        for chunk in items.chunks(25) {
+            let mut writes: Vec<WriteRequest> = Vec::with_capacity(chunk.len());
+            for item in chunk {
+                writes.push(
+                    WriteRequest::builder()
+                        .put_request(build(PutRequest::builder().set_item(Some(item.clone())).build())?)
+                        .build(),
+                );
+            }
+            let mut tries = 0;
+            while !writes.is_empty() {
+                tries += 1;
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, writes)
+                    .send()
+                    .await
+                    .map_err(sdk)?;
+                writes = out
+                    .unprocessed_items
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .unwrap_or_default();
+                if !writes.is_empty() {
+                    if tries > 8 {
+                        return Err(StoreError("batch write throttled".into()));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << tries.min(5))).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `by` to a counter of the job and returns its new value.
+    async fn bump(&self, job: &str, counter: &str, by: u64) -> StoreResult<u64> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(job_pk(job), JOB_SK.into())))
+            .update_expression("ADD #c :by")
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_names("#c", counter)
+            .expression_attribute_values(":by", n(by))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await
+            .map_err(sdk)?;
+        out.attributes
+            .as_ref()
+            .and_then(|a| get_n(a, counter))
+            .ok_or_else(|| StoreError(format!("counter {counter} unreadable")))
+    }
+
+    async fn put_if_new(&self, item: Item) -> StoreResult<()> {
+        let r = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
+            Err(e) => Err(sdk(e)),
+        }
+    }
+}
+
+#[async_trait]
+impl JobStore for DynamoStore {
+    async fn create_job(&self, job: &Job, root_url: &str, slot: Option<SlotClaim>) -> StoreResult<CreateOutcome> {
+        let user = job.user_id.as_str();
+        let now = job.created_at.timestamp_millis();
+        for _ in 0..3 {
+            let mut items = Vec::new();
+            if let Some(slot) = &slot {
+                let mut item = slot_key(user, slot.kind);
+                item.insert("job_id".into(), s(job.job_id.as_str()));
+                item.insert("lease_until".into(), n(slot.lease_until.timestamp_millis()));
+                let put = build(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(item))
+                        .condition_expression("attribute_not_exists(PK) OR lease_until < :now")
+                        .expression_attribute_values(":now", n(now))
+                        .build(),
+                )?;
+                items.push(TransactWriteItem::builder().put(put).build());
+            }
+            let job_put = self.put(job_item(job), "attribute_not_exists(PK)")?;
+            items.push(TransactWriteItem::builder().put(job_put).build());
+            let root = node_item(job.job_id.as_str(), 1, root_url, None, 0, None);
+            items.push(TransactWriteItem::builder().put(self.put(root, "attribute_not_exists(PK)")?).build());
+            match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+                Ok(_) => return Ok(CreateOutcome::Created),
+                Err(e) => {
+                    let slot_taken = slot.is_some() && cancellation(&e).is_some_and(|c| c.first() == Some(&true));
+                    if !slot_taken {
+                        return Err(sdk(e));
+                    }
+                    let kind = slot.as_ref().map_or(job.kind, |s| s.kind);
+                    if let Some(active) = self.slot_holder(user, kind).await? {
+                        return Ok(CreateOutcome::SlotBusy {
+                            active_job_id: JobId(active),
+                        });
+                    }
+                    // The slot was freed in between: try again.
+                }
+            }
+        }
+        Err(StoreError("the slot kept changing; try again".into()))
+    }
+
+    async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {
+        match self.job_item(job.as_str()).await? {
+            Some(item) if get_s(&item, "user_id") == Some(user.as_str()) => job_from_item(&item).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    async fn list_jobs(&self, user: &UserId, q: &JobQuery) -> StoreResult<Vec<Job>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(USER_INDEX)
+                .scan_index_forward(false)
+                .expression_attribute_values(":u", s(format!("USER#{user}")))
+                .set_exclusive_start_key(start.take());
+            req = match &q.before {
+                Some(b) => req
+                    .key_condition_expression("GSI1PK = :u AND GSI1SK < :b")
+                    .expression_attribute_values(":b", s(b.as_str())),
+                None => req.key_condition_expression("GSI1PK = :u"),
+            };
+            let mut filters = Vec::new();
+            if let Some(k) = q.kind {
+                filters.push("kind = :k");
+                req = req.expression_attribute_values(":k", s(k.as_str()));
+            }
+            if let Some(st) = q.status {
+                filters.push("#s = :s");
+                req = req
+                    .expression_attribute_names("#s", "status")
+                    .expression_attribute_values(":s", s(st.as_str()));
+            }
+            if !filters.is_empty() {
+                req = req.filter_expression(filters.join(" AND "));
+            }
+            let page = req.send().await.map_err(sdk)?;
+            for item in page.items() {
+                out.push(job_from_item(item)?);
+                if out.len() >= q.limit as usize {
+                    return Ok(out);
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn start_job(&self, user: &UserId, job: &JobId, at: DateTime<Utc>) -> StoreResult<bool> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(job_pk(job.as_str()), JOB_SK.into())))
+            .update_expression("SET #s = :running, started_at = :at, GSI2SK = :act")
+            .condition_expression("#s = :queued AND user_id = :u")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":queued", s("queued"))
+            .expression_attribute_values(":at", s(ts(at)))
+            .expression_attribute_values(":act", s(activity(at)))
+            .expression_attribute_values(":u", s(user.as_str()))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(sdk(e)),
+        }
+    }
+
+    async fn finish_job(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        status: JobStatus,
+        error: Option<JobError>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let Some(item) = self.job_item(job.as_str()).await? else {
+            return Ok(false);
+        };
+        if get_s(&item, "user_id") != Some(user.as_str()) {
+            return Ok(false);
+        }
+        let kind = get_s(&item, "kind").and_then(JobKind::parse).unwrap_or(JobKind::Scrape);
+        let error = error.map(|e| serde_json::to_string(&e).unwrap_or_default());
+        for _ in 0..3 {
+            let mut update = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(job_pk(job.as_str()), JOB_SK.into())))
+                .condition_expression("#s IN (:q, :r) AND user_id = :u")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":st", s(status.as_str()))
+                .expression_attribute_values(":at", s(ts(at)))
+                .expression_attribute_values(":q", s("queued"))
+                .expression_attribute_values(":r", s("running"))
+                .expression_attribute_values(":u", s(user.as_str()));
+            update = match &error {
+                Some(e) => update
+                    .update_expression("SET #s = :st, finished_at = :at, #e = :e REMOVE GSI2PK, GSI2SK")
+                    .expression_attribute_names("#e", "error")
+                    .expression_attribute_values(":e", s(e.clone())),
+                None => update.update_expression("SET #s = :st, finished_at = :at REMOVE GSI2PK, GSI2SK"),
+            };
+            let mut items = vec![TransactWriteItem::builder().update(build(update.build())?).build()];
+            let holds_slot = self.slot_holder(user.as_str(), kind).await?.as_deref() == Some(job.as_str());
+            if holds_slot {
+                let delete = build(
+                    Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(slot_key(user.as_str(), kind)))
+                        .condition_expression("job_id = :j")
+                        .expression_attribute_values(":j", s(job.as_str()))
+                        .build(),
+                )?;
+                items.push(TransactWriteItem::builder().delete(delete).build());
+            }
+            match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+                Ok(_) => return Ok(true),
+                Err(e) => match cancellation(&e) {
+                    Some(c) if c.first() == Some(&true) => return Ok(false),
+                    Some(_) => continue, // the slot changed hands meanwhile
+                    None => return Err(sdk(e)),
+                },
+            }
+        }
+        Err(StoreError("the slot kept changing; try again".into()))
+    }
+
+    async fn renew_slot(&self, user: &UserId, job: &JobId, kind: JobKind, lease_until: DateTime<Utc>) -> StoreResult<()> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(slot_key(user.as_str(), kind)))
+            .update_expression("SET lease_until = :l")
+            .condition_expression("job_id = :j")
+            .expression_attribute_values(":l", n(lease_until.timestamp_millis()))
+            .expression_attribute_values(":j", s(job.as_str()))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
+            Err(e) => Err(sdk(e)),
+        }
+    }
+
+    async fn add_nodes(&self, user: &UserId, job: &JobId, parent: &str, nodes: &[NewNode], limit: u64) -> StoreResult<Vec<NewNode>> {
+        let id = job.as_str();
+        let mut seen = std::collections::HashSet::new();
+        let nodes: Vec<&NewNode> = nodes.iter().filter(|n| seen.insert(n.url.as_str())).collect();
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let urls: Vec<&str> = nodes.iter().map(|n| n.url.as_str()).collect();
+        let known = self.batch_get_nodes(id, &urls).await?;
+        let mut owed: Vec<NewNode> = known.values().filter_map(|i| owed_child(i, parent)).collect();
+        let fresh: Vec<&NewNode> = nodes.into_iter().filter(|n| !known.contains_key(&n.url)).collect();
+        if fresh.is_empty() {
+            return Ok(owed);
+        }
+        let mut contested = Vec::new();
+        let end = self.bump(id, "nodes", fresh.len() as u64).await?;
+        let first = end - fresh.len() as u64 + 1;
+        let room = MAX_NODES_PER_JOB.saturating_sub(first - 1) as usize;
+        let mut limit_reached = false;
+        for (i, node) in fresh.into_iter().take(room).enumerate() {
+            let seq = first + i as u64;
+            let skip = match node.skip {
+                None if limit_reached => Some(SkipReason::Limit),
+                other => other,
+            };
+            if skip.is_some() {
+                self.put_if_new(node_item(id, seq, &node.url, Some(parent), node.depth, skip)).await?;
+                continue;
+            }
+            let put = self.put(node_item(id, seq, &node.url, Some(parent), node.depth, None), "attribute_not_exists(PK)")?;
+            let count = build(
+                Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(job_pk(id), JOB_SK.into())))
+                    .update_expression("ADD discovered :one, pending :one")
+                    .condition_expression("discovered < :limit AND user_id = :u")
+                    .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":limit", n(limit))
+                    .expression_attribute_values(":u", s(user.as_str()))
+                    .build(),
+            )?;
+            let claim = self
+                .client
+                .transact_write_items()
+                .client_request_token(ulid::Ulid::new().to_string())
+                .transact_items(TransactWriteItem::builder().put(put).build())
+                .transact_items(TransactWriteItem::builder().update(count).build())
+                .send()
+                .await;
+            match claim {
+                Ok(_) => owed.push(NewNode {
+                    url: node.url.clone(),
+                    depth: node.depth,
+                    skip: None,
+                }),
+                Err(e) => match cancellation(&e) {
+                    // Claimed meanwhile: by another page, or by this claim itself when the SDK
+                    // retried a write that had in fact succeeded. Settled below.
+                    Some(c) if c.first() == Some(&true) => contested.push(node.url.as_str()),
+                    Some(c) if c.get(1) == Some(&true) => {
+                        limit_reached = true;
+                        self.put_if_new(node_item(id, seq, &node.url, Some(parent), node.depth, Some(SkipReason::Limit)))
+                            .await?;
+                    }
+                    _ => return Err(sdk(e)),
+                },
+            }
+        }
+        if !contested.is_empty() {
+            let now_known = self.batch_get_nodes(id, &contested).await?;
+            owed.extend(now_known.values().filter_map(|i| owed_child(i, parent)));
+        }
+        Ok(owed)
+    }
+
+    async fn complete_node(&self, user: &UserId, job: &JobId, url: &str, outcome: &PageOutcome) -> StoreResult<Completion> {
+        let id = job.as_str();
+        let pending = |item: Option<Item>| item.as_ref().and_then(|i| get_n(i, "pending")).unwrap_or(0);
+        if outcome.status.is_pending() {
+            return Ok(Completion {
+                applied: false,
+                pending: pending(self.job_item(id).await?),
+            });
+        }
+        let mut node = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(job_pk(id), node_sk(url))))
+            .condition_expression("#s IN (:q, :r)")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":st", s(outcome.status.as_str()))
+            .expression_attribute_values(":q", s("queued"))
+            .expression_attribute_values(":r", s("running"));
+        node = match outcome.status_code {
+            Some(code) => node
+                .update_expression("SET #s = :st, status_code = :c")
+                .expression_attribute_values(":c", n(code)),
+            None => node.update_expression("SET #s = :st"),
+        };
+        let (completed, failed) = match outcome.status {
+            NodeStatus::Completed => (1, 0),
+            NodeStatus::Failed => (0, 1),
+            _ => (0, 0),
+        };
+        let results = u64::from(outcome.document_key.is_some());
+        let counters = build(
+            Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(job_pk(id), JOB_SK.into())))
+                .update_expression("ADD completed :c, failed :f, pending :minus, results :res SET GSI2SK = :act")
+                .condition_expression("user_id = :u")
+                .expression_attribute_values(":c", n(completed))
+                .expression_attribute_values(":f", n(failed))
+                .expression_attribute_values(":minus", n(-1))
+                .expression_attribute_values(":res", n(results))
+                .expression_attribute_values(":act", s(activity(Utc::now())))
+                .expression_attribute_values(":u", s(user.as_str()))
+                .build(),
+        )?;
+        let mut tx = self
+            .client
+            .transact_write_items()
+            .client_request_token(ulid::Ulid::new().to_string())
+            .transact_items(TransactWriteItem::builder().update(build(node.build())?).build())
+            .transact_items(TransactWriteItem::builder().update(counters).build());
+        if let Some(doc) = &outcome.document_key {
+            let mut item = key(job_pk(id), format!("RES#{}", ulid::Ulid::new()));
+            item.insert("doc_key".into(), s(doc.clone()));
+            tx = tx.transact_items(TransactWriteItem::builder().put(self.put(item, "attribute_not_exists(PK)")?).build());
+        }
+        let applied = match tx.send().await {
+            Ok(_) => true,
+            Err(e) => match cancellation(&e) {
+                Some(c) if c.iter().any(|failed| *failed) => false,
+                _ => return Err(sdk(e)),
+            },
+        };
+        Ok(Completion {
+            applied,
+            pending: pending(self.job_item(id).await?),
+        })
+    }
+
+    async fn get_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<Option<NodeRow>> {
+        let _ = user;
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(job_pk(job.as_str()), node_sk(url))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(out.item.as_ref().and_then(node_from_item))
+    }
+
+    async fn tree(&self, user: &UserId, job: &JobId, max: u32) -> StoreResult<Vec<NodeRow>> {
+        let _ = user;
+        let mut rows = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(SEQ_INDEX)
+                .consistent_read(true)
+                .key_condition_expression("PK = :pk")
+                .expression_attribute_values(":pk", s(job_pk(job.as_str())))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk)?;
+            for item in page.items() {
+                if let Some(row) = node_from_item(item) {
+                    rows.push(row);
+                    if rows.len() >= max as usize {
+                        return Ok(rows);
+                    }
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(rows);
+            }
+        }
+    }
+
+    async fn results(&self, user: &UserId, job: &JobId, cursor: Option<&str>, limit: u32) -> StoreResult<ResultPage> {
+        let _ = user;
+        let pk = job_pk(job.as_str());
+        let total = self.job_item(job.as_str()).await?.as_ref().and_then(|i| get_n(i, "results")).unwrap_or(0);
+        // Result keys are `RES#` and a ULID, which is also the (URL-safe) cursor; all ULIDs
+        // have one length, so `RES#<cursor>!` is the least key after the cursor's.
+        let from = match cursor {
+            None => "RES#".to_string(),
+            Some(c) if c.len() == 26 && c.bytes().all(|b| b.is_ascii_alphanumeric()) => format!("RES#{c}!"),
+            Some(_) => return Ok(ResultPage { total, ..ResultPage::default() }),
+        };
+        let mut start: Option<Item> = None;
+        let mut keys = Vec::new();
+        let mut last_sk = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+                .expression_attribute_values(":pk", s(pk.clone()))
+                .expression_attribute_values(":from", s(from.clone()))
+                .expression_attribute_values(":to", s("RES#~"))
+                .limit((limit + 1 - keys.len() as u32) as i32)
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk)?;
+            for item in page.items() {
+                if keys.len() == limit as usize {
+                    return Ok(ResultPage { keys, next_cursor: last_sk, total });
+                }
+                if let (Some(k), Some(sk)) = (get_s(item, "doc_key"), get_s(item, "SK")) {
+                    keys.push(k.to_string());
+                    last_sk = sk.strip_prefix("RES#").map(String::from);
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(ResultPage { keys, next_cursor: None, total });
+            }
+        }
+    }
+
+    async fn append_logs(&self, user: &UserId, job: &JobId, entries: &[NewLog]) -> StoreResult<()> {
+        let _ = user;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let id = job.as_str();
+        let end = self.bump(id, "log_seq", entries.len() as u64).await?;
+        let first = end - entries.len() as u64 + 1;
+        let now = Utc::now();
+        let expires = (now + chrono::Duration::days(LOG_RETENTION_DAYS)).timestamp();
+        let items = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let seq = first + i as u64;
+                let mut item = key(job_pk(id), format!("LOG#{seq:012}"));
+                item.insert("seq".into(), n(seq));
+                item.insert("at".into(), s(ts(now)));
+                item.insert("level".into(), s(level_str(e.level)));
+                item.insert("message".into(), s(e.message.clone()));
+                if let Some(u) = &e.url {
+                    item.insert("url".into(), s(u.clone()));
+                }
+                item.insert("expires_at".into(), n(expires));
+                item
+            })
+            .collect();
+        self.batch_put(items).await
+    }
+
+    async fn logs(&self, user: &UserId, job: &JobId, after: Option<u64>, limit: u32) -> StoreResult<Vec<LogEntry>> {
+        let _ = user;
+        let from = format!("LOG#{:012}", after.unwrap_or(0) + 1);
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+                .expression_attribute_values(":pk", s(job_pk(job.as_str())))
+                .expression_attribute_values(":from", s(from.clone()))
+                .expression_attribute_values(":to", s("LOG#~"))
+                .limit((limit as usize - out.len()) as i32)
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk)?;
+            for item in page.items() {
+                out.push(LogEntry {
+                    seq: get_n(item, "seq").unwrap_or(0),
+                    at: parse_ts(get_s(item, "at")).unwrap_or_else(Utc::now),
+                    level: match get_s(item, "level") {
+                        Some("warn") => LogLevel::Warn,
+                        Some("error") => LogLevel::Error,
+                        _ => LogLevel::Info,
+                    },
+                    message: get_s(item, "message").unwrap_or_default().to_string(),
+                    url: get_s(item, "url").map(String::from),
+                });
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() || out.len() >= limit as usize {
+                return Ok(out);
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! API keys in DynamoDB: only the SHA-256 digest is stored, under `KEY#<hex digest>`.
+
+use crate::dynamo::{get_s, key, s, sdk};
+use sarvcrawl_core::auth::key_digest;
+use sarvcrawl_core::domain::UserId;
+use sarvcrawl_core::ports::{KeyDirectory, StoreResult};
+
+/// Reads and writes API key records.
+#[derive(Clone)]
+pub struct KeyStore {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+fn key_pk(api_key: &str) -> String {
+    let hex: String = key_digest(api_key).iter().map(|b| format!("{b:02x}")).collect();
+    format!("KEY#{hex}")
+}
+
+impl KeyStore {
+    pub fn new(client: aws_sdk_dynamodb::Client, table: &str) -> Self {
+        KeyStore {
+            client,
+            table: table.to_string(),
+        }
+    }
+
+    /// Stores a key's digest for `user`.
+    pub async fn add(&self, user: &UserId, api_key: &str) -> StoreResult<()> {
+        let mut item = key(key_pk(api_key), "KEY".into());
+        item.insert("user_id".into(), s(user.as_str()));
+        item.insert("created_at".into(), s(chrono::Utc::now().to_rfc3339()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(())
+    }
+
+}
+
+#[async_trait::async_trait]
+impl KeyDirectory for KeyStore {
+    async fn user_of(&self, api_key: &str) -> StoreResult<Option<UserId>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(key_pk(api_key), "KEY".into())))
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(out
+            .item
+            .as_ref()
+            .and_then(|i| get_s(i, "user_id"))
+            .map(|u| UserId(u.to_string())))
+    }
+}
+
+/// A new random API key: 32 bytes from the operating system's generator, hex-encoded.
+pub fn generate_key() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(format!(
+        "sc_{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
+}

@@ -1,0 +1,50 @@
+//! Documents in S3.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sarvcrawl_core::ports::{BlobStore, StoreError, StoreResult};
+
+/// S3-backed [`BlobStore`].
+pub struct S3Blobs {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+impl S3Blobs {
+    pub fn new(client: aws_sdk_s3::Client, bucket: &str) -> Self {
+        S3Blobs {
+            client,
+            bucket: bucket.to_string(),
+        }
+    }
+}
+
+#[async_trait]
+impl BlobStore for S3Blobs {
+    async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("application/json")
+            .body(body.into())
+            .send()
+            .await
+            .map_err(|e| StoreError::new(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {
+        let out = match self.client.get_object().bucket(&self.bucket).key(key).send().await {
+            Ok(o) => o,
+            Err(e) => {
+                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
+                    return Ok(None);
+                }
+                return Err(StoreError::new(aws_sdk_s3::error::DisplayErrorContext(e)));
+            }
+        };
+        let body = out.body.collect().await.map_err(StoreError::new)?;
+        Ok(Some(body.into_bytes()))
+    }
+}

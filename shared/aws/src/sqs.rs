@@ -1,0 +1,117 @@
+//! The work queue on SQS.
+
+use async_trait::async_trait;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
+use sarvcrawl_core::ports::{Delivery, StoreError, StoreResult, Task, WorkQueue};
+use std::time::Duration;
+
+/// SQS-backed [`WorkQueue`].
+pub struct SqsQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+    visibility: Option<Duration>,
+}
+
+impl SqsQueue {
+    pub fn new(client: aws_sdk_sqs::Client, url: &str) -> Self {
+        SqsQueue {
+            client,
+            url: url.to_string(),
+            visibility: None,
+        }
+    }
+
+    /// Overrides the queue's visibility timeout for what this client receives.
+    pub fn with_visibility(mut self, visibility: Duration) -> Self {
+        self.visibility = Some(visibility);
+        self
+    }
+}
+
+/// Parses a message body into a task (shared with the Lambda worker).
+pub(crate) fn parse_task(body: &str) -> Option<Task> {
+    serde_json::from_str(body).ok()
+}
+
+#[async_trait]
+impl WorkQueue for SqsQueue {
+    async fn send(&self, tasks: &[Task]) -> StoreResult<()> {
+        for chunk in tasks.chunks(10) {
+            let mut entries = Vec::with_capacity(chunk.len());
+            for (i, t) in chunk.iter().enumerate() {
+                let body = serde_json::to_string(t).map_err(StoreError::new)?;
+                entries.push(
+                    SendMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .message_body(body)
+                        .build()
+                        .map_err(StoreError::new)?,
+                );
+            }
+            let out = self
+                .client
+                .send_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            if !out.failed().is_empty() {
+                return Err(StoreError(format!("{} messages not sent", out.failed().len())));
+            }
+        }
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize, wait: Duration) -> StoreResult<Vec<Delivery>> {
+        let out = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(max.clamp(1, 10) as i32)
+            .wait_time_seconds(wait.as_secs().min(20) as i32)
+            .set_visibility_timeout(self.visibility.map(|v| v.as_secs().min(43_200) as i32))
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        if out.messages().is_empty() && wait.as_secs() == 0 {
+            // A short poll found nothing: wait out the rest instead of asking again at once.
+            tokio::time::sleep(wait).await;
+        }
+        let mut deliveries = Vec::new();
+        for m in out.messages() {
+            let Some(receipt) = m.receipt_handle() else {
+                continue;
+            };
+            let receive_count = m
+                .attributes()
+                .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1);
+            match m.body().and_then(parse_task) {
+                Some(task) => deliveries.push(Delivery {
+                    receipt: receipt.to_string(),
+                    receive_count,
+                    task,
+                }),
+                None => {
+                    tracing::error!("dropping an unreadable message");
+                    self.ack(receipt).await?;
+                }
+            }
+        }
+        Ok(deliveries)
+    }
+
+    async fn ack(&self, receipt: &str) -> StoreResult<()> {
+        self.client
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        Ok(())
+    }
+}
