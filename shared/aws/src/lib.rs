@@ -8,7 +8,7 @@ pub mod keys;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 mod s3;
-mod sqs;
+pub(crate) mod sqs;
 
 pub use dynamo::DynamoStore;
 pub use keys::KeyStore;

@@ -1,1 +1,72 @@
-//! Lambda entry points.
+//! Lambda entry points. Each function's `main` builds what it needs once per process (clients,
+//! configuration, the application) and hands events to one of these handlers.
+
+pub mod authorizer;
+pub mod dlq;
+pub mod http;
+pub mod scheduler;
+pub mod worker;
+
+use crate::{Aws, Clients, Names};
+use ipnet::IpNet;
+use sarvcrawl_core::app::{App, Config};
+use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
+use sarvcrawl_core::engine::guard::AddressPolicy;
+use sarvcrawl_core::ports::SystemClock;
+use std::sync::Arc;
+
+pub use lambda_runtime::Error;
+
+/// JSON logs, as CloudWatch expects from a function configured with `LogFormat: JSON`.
+pub fn init_tracing() {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_current_span(false)
+        .without_time()
+        .init();
+}
+
+/// Networks opened by `SARVCRAWL_ALLOW_NETS` (comma-separated CIDRs; empty in production).
+fn allow_nets() -> Result<Vec<IpNet>, Error> {
+    let raw = std::env::var("SARVCRAWL_ALLOW_NETS").unwrap_or_default();
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|e| format!("SARVCRAWL_ALLOW_NETS: {s}: {e}").into()))
+        .collect()
+}
+
+/// The deployment's adapters and the application over them, built from the environment.
+pub struct Deployment {
+    pub names: Names,
+    pub clients: Clients,
+    pub aws: Aws,
+    pub app: Arc<App>,
+}
+
+impl Deployment {
+    pub async fn from_env() -> Result<Self, Error> {
+        let names = Names::from_env()?;
+        let clients = Clients::from_env().await;
+        let aws = Aws::new(&clients, &names);
+        let fetcher = Fetcher::new(AddressPolicy::new(allow_nets()?), FetchConfig::default())?;
+        let app = Arc::new(App::new(
+            aws.store.clone(),
+            aws.queue.clone(),
+            aws.blobs.clone(),
+            Arc::new(SystemClock),
+            Arc::new(fetcher),
+            Config::default(),
+        ));
+        Ok(Deployment {
+            names,
+            clients,
+            aws,
+            app,
+        })
+    }
+}

@@ -1,0 +1,6 @@
+//! The `cancel` function. DELETE /api/jobs/{id}/cancel.
+
+#[tokio::main]
+async fn main() -> Result<(), sarvcrawl_aws::lambda::Error> {
+    sarvcrawl_aws::lambda::http::run().await
+}

@@ -1,0 +1,40 @@
+//! The dead-letter consumer: a task that exhausted its deliveries is recorded as a failed page,
+//! so its job ends and frees the user's slot.
+
+use crate::sqs::parse_task;
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use sarvcrawl_core::app::process::abandon;
+use sarvcrawl_core::app::App;
+
+/// Records each dead letter; names the ones whose recording failed.
+pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
+    let mut response = SqsBatchResponse::default();
+    for m in event.records {
+        let id = m.message_id.clone().unwrap_or_default();
+        let Some(task) = m.body.as_deref().and_then(parse_task) else {
+            tracing::error!(message = %id, "dropping an unreadable dead letter");
+            continue;
+        };
+        if let Err(e) = abandon(app, &task, app.config.max_receives).await {
+            tracing::warn!(error = %e, "dead letter not recorded; will retry");
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = id;
+            response.batch_item_failures.push(failure);
+        }
+    }
+    response
+}
+
+/// Runs the dead-letter function until the runtime stops it.
+pub async fn run() -> Result<(), super::Error> {
+    super::init_tracing();
+    let deployment = super::Deployment::from_env().await?;
+    let app = deployment.app.clone();
+    lambda_runtime::run(lambda_runtime::service_fn(
+        move |event: lambda_runtime::LambdaEvent<SqsEvent>| {
+            let app = app.clone();
+            async move { Ok::<_, super::Error>(handle(&app, event.payload).await) }
+        },
+    ))
+    .await
+}

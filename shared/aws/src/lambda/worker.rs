@@ -1,0 +1,50 @@
+//! The worker: an SQS batch of page tasks, processed concurrently; transient failures are
+//! reported as batch item failures so only those messages come back.
+
+use crate::sqs::parse_task;
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use sarvcrawl_core::app::process::{process, Disposition};
+use sarvcrawl_core::app::App;
+use sarvcrawl_core::ports::Delivery;
+
+/// Processes a batch and names the messages to retry.
+pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
+    let work = event.records.into_iter().map(|m| async move {
+        let id = m.message_id.clone().unwrap_or_default();
+        let Some(task) = m.body.as_deref().and_then(parse_task) else {
+            tracing::error!(message = %id, "dropping an unreadable task");
+            return None;
+        };
+        let delivery = Delivery {
+            receipt: m.receipt_handle.clone().unwrap_or_default(),
+            receive_count: m
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1),
+            task,
+        };
+        (process(app, &delivery).await == Disposition::Retry).then_some(id)
+    });
+    let mut response = SqsBatchResponse::default();
+    for id in futures::future::join_all(work).await.into_iter().flatten() {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
+    }
+    response
+}
+
+/// Runs the worker function until the runtime stops it.
+pub async fn run() -> Result<(), super::Error> {
+    super::init_tracing();
+    let deployment = super::Deployment::from_env().await?;
+    let app = deployment.app.clone();
+    lambda_runtime::run(lambda_runtime::service_fn(
+        move |event: lambda_runtime::LambdaEvent<SqsEvent>| {
+            let app = app.clone();
+            async move { Ok::<_, super::Error>(handle(&app, event.payload).await) }
+        },
+    ))
+    .await
+}
