@@ -5,8 +5,7 @@
 use crate::{Clients, Names};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-    LocalSecondaryIndex, Projection, ProjectionType, ScalarAttributeType,
-    TimeToLiveSpecification,
+    LocalSecondaryIndex, Projection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_yaml::Value;
@@ -61,9 +60,10 @@ impl Template {
     /// A scalar property, resolving parameter references.
     fn resolve(&self, v: &Value) -> Option<String> {
         match v {
-            Value::Tagged(t) if t.tag == "!Ref" => {
-                t.value.as_str().and_then(|name| self.params.get(name).cloned())
-            }
+            Value::Tagged(t) if t.tag == "!Ref" => t
+                .value
+                .as_str()
+                .and_then(|name| self.params.get(name).cloned()),
             Value::Tagged(t) if t.tag == "!Sub" => {
                 let mut text = t.value.as_str()?.to_string();
                 for (k, val) in &self.params {
@@ -86,11 +86,16 @@ fn scalar(v: &Value) -> Option<String> {
 }
 
 fn str_at<'a>(v: &'a Value, k: &str) -> Result<&'a str, BootstrapError> {
-    v.get(k).and_then(Value::as_str).ok_or_else(|| tpl(format!("missing {k}")))
+    v.get(k)
+        .and_then(Value::as_str)
+        .ok_or_else(|| tpl(format!("missing {k}")))
 }
 
 fn key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, BootstrapError> {
-    let list = v.get("KeySchema").and_then(Value::as_sequence).ok_or_else(|| tpl("missing KeySchema"))?;
+    let list = v
+        .get("KeySchema")
+        .and_then(Value::as_sequence)
+        .ok_or_else(|| tpl("missing KeySchema"))?;
     list.iter()
         .map(|k| {
             KeySchemaElement::builder()
@@ -103,8 +108,11 @@ fn key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, BootstrapError> {
 }
 
 fn projection(v: &Value) -> Result<Projection, BootstrapError> {
-    let p = v.get("Projection").ok_or_else(|| tpl("missing Projection"))?;
-    let mut b = Projection::builder().projection_type(ProjectionType::from(str_at(p, "ProjectionType")?));
+    let p = v
+        .get("Projection")
+        .ok_or_else(|| tpl("missing Projection"))?;
+    let mut b =
+        Projection::builder().projection_type(ProjectionType::from(str_at(p, "ProjectionType")?));
     if let Some(Value::Sequence(attrs)) = p.get("NonKeyAttributes") {
         for a in attrs.iter().filter_map(Value::as_str) {
             b = b.non_key_attributes(a);
@@ -114,7 +122,11 @@ fn projection(v: &Value) -> Result<Projection, BootstrapError> {
 }
 
 /// Creates the table, queues and bucket named after `prefix` as `template.yaml` declares them.
-pub async fn bootstrap(clients: &Clients, template: &Template, prefix: &str) -> Result<Names, BootstrapError> {
+pub async fn bootstrap(
+    clients: &Clients,
+    template: &Template,
+    prefix: &str,
+) -> Result<Names, BootstrapError> {
     let prefix = prefix.to_ascii_lowercase();
     let names_table = format!("{prefix}-jobs");
 
@@ -125,7 +137,11 @@ pub async fn bootstrap(clients: &Clients, template: &Template, prefix: &str) -> 
         .create_table()
         .table_name(&names_table)
         .billing_mode(BillingMode::from(str_at(t, "BillingMode")?));
-    for a in t.get("AttributeDefinitions").and_then(Value::as_sequence).ok_or_else(|| tpl("missing AttributeDefinitions"))? {
+    for a in t
+        .get("AttributeDefinitions")
+        .and_then(Value::as_sequence)
+        .ok_or_else(|| tpl("missing AttributeDefinitions"))?
+    {
         create = create.attribute_definitions(
             AttributeDefinition::builder()
                 .attribute_name(str_at(a, "AttributeName")?)
@@ -135,7 +151,12 @@ pub async fn bootstrap(clients: &Clients, template: &Template, prefix: &str) -> 
         );
     }
     create = create.set_key_schema(Some(key_schema(t)?));
-    for g in t.get("GlobalSecondaryIndexes").and_then(Value::as_sequence).into_iter().flatten() {
+    for g in t
+        .get("GlobalSecondaryIndexes")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+    {
         create = create.global_secondary_indexes(
             GlobalSecondaryIndex::builder()
                 .index_name(str_at(g, "IndexName")?)
@@ -145,7 +166,12 @@ pub async fn bootstrap(clients: &Clients, template: &Template, prefix: &str) -> 
                 .map_err(aws)?,
         );
     }
-    for l in t.get("LocalSecondaryIndexes").and_then(Value::as_sequence).into_iter().flatten() {
+    for l in t
+        .get("LocalSecondaryIndexes")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+    {
         create = create.local_secondary_indexes(
             LocalSecondaryIndex::builder()
                 .index_name(str_at(l, "IndexName")?)
@@ -157,7 +183,9 @@ pub async fn bootstrap(clients: &Clients, template: &Template, prefix: &str) -> 
     }
     match create.send().await {
         Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {}
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_in_use_exception()) => {}
         Err(e) => return Err(aws(aws_sdk_dynamodb::error::DisplayErrorContext(e))),
     }
     if let Some(ttl) = t.get("TimeToLiveSpecification") {
@@ -178,11 +206,22 @@ pub async fn bootstrap(clients: &Clients, template: &Template, prefix: &str) -> 
 
     // The dead-letter queue, then the work queue that redrives to it.
     let dlq_props = template.properties("DeadLetterQueue")?;
-    let mut dlq = clients.sqs.create_queue().queue_name(format!("{prefix}-dlq"));
-    if let Some(r) = dlq_props.get("MessageRetentionPeriod").and_then(|v| template.resolve(v)) {
+    let mut dlq = clients
+        .sqs
+        .create_queue()
+        .queue_name(format!("{prefix}-dlq"));
+    if let Some(r) = dlq_props
+        .get("MessageRetentionPeriod")
+        .and_then(|v| template.resolve(v))
+    {
         dlq = dlq.attributes(QueueAttributeName::MessageRetentionPeriod, r);
     }
-    let dlq_url = dlq.send().await.map_err(|e| aws(aws_sdk_sqs::error::DisplayErrorContext(e)))?.queue_url.unwrap_or_default();
+    let dlq_url = dlq
+        .send()
+        .await
+        .map_err(|e| aws(aws_sdk_sqs::error::DisplayErrorContext(e)))?
+        .queue_url
+        .unwrap_or_default();
     let dlq_arn = clients
         .sqs
         .get_queue_attributes()
@@ -195,10 +234,16 @@ pub async fn bootstrap(clients: &Clients, template: &Template, prefix: &str) -> 
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .ok_or_else(|| BootstrapError::Aws("the dead-letter queue has no ARN".into()))?;
     let q = template.properties("WorkQueue")?;
-    let mut work = clients.sqs.create_queue().queue_name(format!("{prefix}-work"));
+    let mut work = clients
+        .sqs
+        .create_queue()
+        .queue_name(format!("{prefix}-work"));
     for (prop, attr) in [
         ("VisibilityTimeout", QueueAttributeName::VisibilityTimeout),
-        ("MessageRetentionPeriod", QueueAttributeName::MessageRetentionPeriod),
+        (
+            "MessageRetentionPeriod",
+            QueueAttributeName::MessageRetentionPeriod,
+        ),
     ] {
         if let Some(v) = q.get(prop).and_then(|v| template.resolve(v)) {
             work = work.attributes(attr, v);
@@ -209,9 +254,15 @@ pub async fn bootstrap(clients: &Clients, template: &Template, prefix: &str) -> 
         .and_then(|r| r.get("maxReceiveCount"))
         .and_then(|v| template.resolve(v))
         .ok_or_else(|| tpl("WorkQueue needs RedrivePolicy.maxReceiveCount"))?;
-    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receives});
+    let redrive =
+        serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receives});
     work = work.attributes(QueueAttributeName::RedrivePolicy, redrive.to_string());
-    let queue_url = work.send().await.map_err(|e| aws(aws_sdk_sqs::error::DisplayErrorContext(e)))?.queue_url.unwrap_or_default();
+    let queue_url = work
+        .send()
+        .await
+        .map_err(|e| aws(aws_sdk_sqs::error::DisplayErrorContext(e)))?
+        .queue_url
+        .unwrap_or_default();
 
     // The bucket.
     template.properties("Bucket")?;
@@ -251,12 +302,21 @@ mod tests {
 
     #[test]
     fn reads_the_project_template() {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml")).unwrap();
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml"))
+                .unwrap();
         let t = Template::parse(&text).unwrap();
         let q = t.properties("WorkQueue").unwrap();
-        let vis: u64 = t.resolve(q.get("VisibilityTimeout").unwrap()).unwrap().parse().unwrap();
+        let vis: u64 = t
+            .resolve(q.get("VisibilityTimeout").unwrap())
+            .unwrap()
+            .parse()
+            .unwrap();
         let worker: u64 = t.params["WorkerTimeoutSeconds"].parse().unwrap();
-        assert!(vis >= 6 * worker, "visibility {vis} vs worker timeout {worker}");
+        assert!(
+            vis >= 6 * worker,
+            "visibility {vis} vs worker timeout {worker}"
+        );
         let table = t.properties("Table").unwrap();
         assert_eq!(key_schema(table).unwrap().len(), 2);
         assert_eq!(str_at(table, "BillingMode").unwrap(), "PAY_PER_REQUEST");

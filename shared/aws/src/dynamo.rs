@@ -60,7 +60,9 @@ pub(crate) fn get_s<'a>(item: &'a Item, k: &str) -> Option<&'a str> {
 }
 
 pub(crate) fn get_n<T: std::str::FromStr>(item: &Item, k: &str) -> Option<T> {
-    item.get(k).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
+    item.get(k)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
 }
 
 pub(crate) fn key(pk: String, sk: String) -> Item {
@@ -98,7 +100,9 @@ fn ts(t: DateTime<Utc>) -> String {
 }
 
 fn parse_ts(v: Option<&str>) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(v?).ok().map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(v?)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 fn activity(t: DateTime<Utc>) -> String {
@@ -148,9 +152,17 @@ fn job_from_item(item: &Item) -> StoreResult<Job> {
     let id = get_s(item, "GSI1SK").ok_or_else(|| bad("id"))?;
     Ok(Job {
         job_id: JobId(id.to_string()),
-        user_id: UserId(get_s(item, "user_id").ok_or_else(|| bad("user"))?.to_string()),
-        kind: get_s(item, "kind").and_then(JobKind::parse).ok_or_else(|| bad("kind"))?,
-        status: get_s(item, "status").and_then(JobStatus::parse).ok_or_else(|| bad("status"))?,
+        user_id: UserId(
+            get_s(item, "user_id")
+                .ok_or_else(|| bad("user"))?
+                .to_string(),
+        ),
+        kind: get_s(item, "kind")
+            .and_then(JobKind::parse)
+            .ok_or_else(|| bad("kind"))?,
+        status: get_s(item, "status")
+            .and_then(JobStatus::parse)
+            .ok_or_else(|| bad("status"))?,
         created_at: parse_ts(get_s(item, "created_at")).ok_or_else(|| bad("created_at"))?,
         started_at: parse_ts(get_s(item, "started_at")),
         finished_at: parse_ts(get_s(item, "finished_at")),
@@ -167,7 +179,14 @@ fn job_from_item(item: &Item) -> StoreResult<Job> {
     })
 }
 
-fn node_item(job: &str, seq: u64, url: &str, parent: Option<&str>, depth: u32, skip: Option<SkipReason>) -> Item {
+fn node_item(
+    job: &str,
+    seq: u64,
+    url: &str,
+    parent: Option<&str>,
+    depth: u32,
+    skip: Option<SkipReason>,
+) -> Item {
     let mut item = key(job_pk(job), node_sk(url));
     item.insert("SEQ".into(), n(seq));
     item.insert("url".into(), s(url));
@@ -259,7 +278,11 @@ impl DynamoStore {
             .send()
             .await
             .map_err(sdk)?;
-        Ok(out.item.as_ref().and_then(|i| get_s(i, "job_id")).map(String::from))
+        Ok(out
+            .item
+            .as_ref()
+            .and_then(|i| get_s(i, "job_id"))
+            .map(String::from))
     }
 
     /// Ids of active jobs whose last progress is older than `before` (for the sweeper).
@@ -291,7 +314,11 @@ impl DynamoStore {
         }
     }
 
-    async fn batch_get_nodes(&self, job: &str, urls: &[&str]) -> StoreResult<HashMap<String, Item>> {
+    async fn batch_get_nodes(
+        &self,
+        job: &str,
+        urls: &[&str],
+    ) -> StoreResult<HashMap<String, Item>> {
         let mut found = HashMap::new();
         for chunk in urls.chunks(100) {
             let keys: Vec<Item> = chunk.iter().map(|u| key(job_pk(job), node_sk(u))).collect();
@@ -311,7 +338,12 @@ impl DynamoStore {
                     .send()
                     .await
                     .map_err(sdk)?;
-                for item in out.responses.unwrap_or_default().remove(&self.table).unwrap_or_default() {
+                for item in out
+                    .responses
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .unwrap_or_default()
+                {
                     if let Some(url) = get_s(&item, "url") {
                         found.insert(url.to_string(), item);
                     }
@@ -338,7 +370,9 @@ impl DynamoStore {
             for item in chunk {
                 writes.push(
                     WriteRequest::builder()
-                        .put_request(build(PutRequest::builder().set_item(Some(item.clone())).build())?)
+                        .put_request(build(
+                            PutRequest::builder().set_item(Some(item.clone())).build(),
+                        )?)
                         .build(),
                 );
             }
@@ -400,7 +434,12 @@ impl DynamoStore {
             .await;
         match r {
             Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(sdk(e)),
         }
     }
@@ -408,7 +447,12 @@ impl DynamoStore {
 
 #[async_trait]
 impl JobStore for DynamoStore {
-    async fn create_job(&self, job: &Job, root_url: &str, slot: Option<SlotClaim>) -> StoreResult<CreateOutcome> {
+    async fn create_job(
+        &self,
+        job: &Job,
+        root_url: &str,
+        slot: Option<SlotClaim>,
+    ) -> StoreResult<CreateOutcome> {
         let user = job.user_id.as_str();
         let now = job.created_at.timestamp_millis();
         for _ in 0..3 {
@@ -430,11 +474,22 @@ impl JobStore for DynamoStore {
             let job_put = self.put(job_item(job), "attribute_not_exists(PK)")?;
             items.push(TransactWriteItem::builder().put(job_put).build());
             let root = node_item(job.job_id.as_str(), 1, root_url, None, 0, None);
-            items.push(TransactWriteItem::builder().put(self.put(root, "attribute_not_exists(PK)")?).build());
-            match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            items.push(
+                TransactWriteItem::builder()
+                    .put(self.put(root, "attribute_not_exists(PK)")?)
+                    .build(),
+            );
+            match self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+            {
                 Ok(_) => return Ok(CreateOutcome::Created),
                 Err(e) => {
-                    let slot_taken = slot.is_some() && cancellation(&e).is_some_and(|c| c.first() == Some(&true));
+                    let slot_taken = slot.is_some()
+                        && cancellation(&e).is_some_and(|c| c.first() == Some(&true));
                     if !slot_taken {
                         return Err(sdk(e));
                     }
@@ -453,7 +508,9 @@ impl JobStore for DynamoStore {
 
     async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {
         match self.job_item(job.as_str()).await? {
-            Some(item) if get_s(&item, "user_id") == Some(user.as_str()) => job_from_item(&item).map(Some),
+            Some(item) if get_s(&item, "user_id") == Some(user.as_str()) => {
+                job_from_item(&item).map(Some)
+            }
             _ => Ok(None),
         }
     }
@@ -522,7 +579,12 @@ impl JobStore for DynamoStore {
             .await;
         match r {
             Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(sdk(e)),
         }
     }
@@ -541,7 +603,9 @@ impl JobStore for DynamoStore {
         if get_s(&item, "user_id") != Some(user.as_str()) {
             return Ok(false);
         }
-        let kind = get_s(&item, "kind").and_then(JobKind::parse).unwrap_or(JobKind::Scrape);
+        let kind = get_s(&item, "kind")
+            .and_then(JobKind::parse)
+            .unwrap_or(JobKind::Scrape);
         let error = error.map(|e| serde_json::to_string(&e).unwrap_or_default());
         for _ in 0..3 {
             let mut update = Update::builder()
@@ -556,13 +620,19 @@ impl JobStore for DynamoStore {
                 .expression_attribute_values(":u", s(user.as_str()));
             update = match &error {
                 Some(e) => update
-                    .update_expression("SET #s = :st, finished_at = :at, #e = :e REMOVE GSI2PK, GSI2SK")
+                    .update_expression(
+                        "SET #s = :st, finished_at = :at, #e = :e REMOVE GSI2PK, GSI2SK",
+                    )
                     .expression_attribute_names("#e", "error")
                     .expression_attribute_values(":e", s(e.clone())),
-                None => update.update_expression("SET #s = :st, finished_at = :at REMOVE GSI2PK, GSI2SK"),
+                None => update
+                    .update_expression("SET #s = :st, finished_at = :at REMOVE GSI2PK, GSI2SK"),
             };
-            let mut items = vec![TransactWriteItem::builder().update(build(update.build())?).build()];
-            let holds_slot = self.slot_holder(user.as_str(), kind).await?.as_deref() == Some(job.as_str());
+            let mut items = vec![TransactWriteItem::builder()
+                .update(build(update.build())?)
+                .build()];
+            let holds_slot =
+                self.slot_holder(user.as_str(), kind).await?.as_deref() == Some(job.as_str());
             if holds_slot {
                 let delete = build(
                     Delete::builder()
@@ -574,7 +644,13 @@ impl JobStore for DynamoStore {
                 )?;
                 items.push(TransactWriteItem::builder().delete(delete).build());
             }
-            match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            match self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+            {
                 Ok(_) => return Ok(true),
                 Err(e) => match cancellation(&e) {
                     Some(c) if c.first() == Some(&true) => return Ok(false),
@@ -586,7 +662,13 @@ impl JobStore for DynamoStore {
         Err(StoreError("the slot kept changing; try again".into()))
     }
 
-    async fn renew_slot(&self, user: &UserId, job: &JobId, kind: JobKind, lease_until: DateTime<Utc>) -> StoreResult<()> {
+    async fn renew_slot(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        kind: JobKind,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<()> {
         let r = self
             .client
             .update_item()
@@ -600,22 +682,43 @@ impl JobStore for DynamoStore {
             .await;
         match r {
             Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(sdk(e)),
         }
     }
 
-    async fn add_nodes(&self, user: &UserId, job: &JobId, parent: &str, nodes: &[NewNode], limit: u64) -> StoreResult<Vec<NewNode>> {
+    async fn add_nodes(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        parent: &str,
+        nodes: &[NewNode],
+        limit: u64,
+    ) -> StoreResult<Vec<NewNode>> {
         let id = job.as_str();
         let mut seen = std::collections::HashSet::new();
-        let nodes: Vec<&NewNode> = nodes.iter().filter(|n| seen.insert(n.url.as_str())).collect();
+        let nodes: Vec<&NewNode> = nodes
+            .iter()
+            .filter(|n| seen.insert(n.url.as_str()))
+            .collect();
         if nodes.is_empty() {
             return Ok(Vec::new());
         }
         let urls: Vec<&str> = nodes.iter().map(|n| n.url.as_str()).collect();
         let known = self.batch_get_nodes(id, &urls).await?;
-        let mut owed: Vec<NewNode> = known.values().filter_map(|i| owed_child(i, parent)).collect();
-        let fresh: Vec<&NewNode> = nodes.into_iter().filter(|n| !known.contains_key(&n.url)).collect();
+        let mut owed: Vec<NewNode> = known
+            .values()
+            .filter_map(|i| owed_child(i, parent))
+            .collect();
+        let fresh: Vec<&NewNode> = nodes
+            .into_iter()
+            .filter(|n| !known.contains_key(&n.url))
+            .collect();
         if fresh.is_empty() {
             return Ok(owed);
         }
@@ -631,10 +734,21 @@ impl JobStore for DynamoStore {
                 other => other,
             };
             if skip.is_some() {
-                self.put_if_new(node_item(id, seq, &node.url, Some(parent), node.depth, skip)).await?;
+                self.put_if_new(node_item(
+                    id,
+                    seq,
+                    &node.url,
+                    Some(parent),
+                    node.depth,
+                    skip,
+                ))
+                .await?;
                 continue;
             }
-            let put = self.put(node_item(id, seq, &node.url, Some(parent), node.depth, None), "attribute_not_exists(PK)")?;
+            let put = self.put(
+                node_item(id, seq, &node.url, Some(parent), node.depth, None),
+                "attribute_not_exists(PK)",
+            )?;
             let count = build(
                 Update::builder()
                     .table_name(&self.table)
@@ -666,8 +780,15 @@ impl JobStore for DynamoStore {
                     Some(c) if c.first() == Some(&true) => contested.push(node.url.as_str()),
                     Some(c) if c.get(1) == Some(&true) => {
                         limit_reached = true;
-                        self.put_if_new(node_item(id, seq, &node.url, Some(parent), node.depth, Some(SkipReason::Limit)))
-                            .await?;
+                        self.put_if_new(node_item(
+                            id,
+                            seq,
+                            &node.url,
+                            Some(parent),
+                            node.depth,
+                            Some(SkipReason::Limit),
+                        ))
+                        .await?;
                     }
                     _ => return Err(sdk(e)),
                 },
@@ -680,9 +801,16 @@ impl JobStore for DynamoStore {
         Ok(owed)
     }
 
-    async fn complete_node(&self, user: &UserId, job: &JobId, url: &str, outcome: &PageOutcome) -> StoreResult<Completion> {
+    async fn complete_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+        outcome: &PageOutcome,
+    ) -> StoreResult<Completion> {
         let id = job.as_str();
-        let pending = |item: Option<Item>| item.as_ref().and_then(|i| get_n(i, "pending")).unwrap_or(0);
+        let pending =
+            |item: Option<Item>| item.as_ref().and_then(|i| get_n(i, "pending")).unwrap_or(0);
         if outcome.status.is_pending() {
             return Ok(Completion {
                 applied: false,
@@ -713,7 +841,9 @@ impl JobStore for DynamoStore {
             Update::builder()
                 .table_name(&self.table)
                 .set_key(Some(key(job_pk(id), JOB_SK.into())))
-                .update_expression("ADD completed :c, failed :f, pending :minus, results :res SET GSI2SK = :act")
+                .update_expression(
+                    "ADD completed :c, failed :f, pending :minus, results :res SET GSI2SK = :act",
+                )
                 .condition_expression("user_id = :u")
                 .expression_attribute_values(":c", n(completed))
                 .expression_attribute_values(":f", n(failed))
@@ -727,12 +857,20 @@ impl JobStore for DynamoStore {
             .client
             .transact_write_items()
             .client_request_token(ulid::Ulid::new().to_string())
-            .transact_items(TransactWriteItem::builder().update(build(node.build())?).build())
+            .transact_items(
+                TransactWriteItem::builder()
+                    .update(build(node.build())?)
+                    .build(),
+            )
             .transact_items(TransactWriteItem::builder().update(counters).build());
         if let Some(doc) = &outcome.document_key {
             let mut item = key(job_pk(id), format!("RES#{}", ulid::Ulid::new()));
             item.insert("doc_key".into(), s(doc.clone()));
-            tx = tx.transact_items(TransactWriteItem::builder().put(self.put(item, "attribute_not_exists(PK)")?).build());
+            tx = tx.transact_items(
+                TransactWriteItem::builder()
+                    .put(self.put(item, "attribute_not_exists(PK)")?)
+                    .build(),
+            );
         }
         let applied = match tx.send().await {
             Ok(_) => true,
@@ -747,7 +885,12 @@ impl JobStore for DynamoStore {
         })
     }
 
-    async fn get_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<Option<NodeRow>> {
+    async fn get_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+    ) -> StoreResult<Option<NodeRow>> {
         let _ = user;
         let out = self
             .client
@@ -793,16 +936,34 @@ impl JobStore for DynamoStore {
         }
     }
 
-    async fn results(&self, user: &UserId, job: &JobId, cursor: Option<&str>, limit: u32) -> StoreResult<ResultPage> {
+    async fn results(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<ResultPage> {
         let _ = user;
         let pk = job_pk(job.as_str());
-        let total = self.job_item(job.as_str()).await?.as_ref().and_then(|i| get_n(i, "results")).unwrap_or(0);
+        let total = self
+            .job_item(job.as_str())
+            .await?
+            .as_ref()
+            .and_then(|i| get_n(i, "results"))
+            .unwrap_or(0);
         // Result keys are `RES#` and a ULID, which is also the (URL-safe) cursor; all ULIDs
         // have one length, so `RES#<cursor>!` is the least key after the cursor's.
         let from = match cursor {
             None => "RES#".to_string(),
-            Some(c) if c.len() == 26 && c.bytes().all(|b| b.is_ascii_alphanumeric()) => format!("RES#{c}!"),
-            Some(_) => return Ok(ResultPage { total, ..ResultPage::default() }),
+            Some(c) if c.len() == 26 && c.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+                format!("RES#{c}!")
+            }
+            Some(_) => {
+                return Ok(ResultPage {
+                    total,
+                    ..ResultPage::default()
+                })
+            }
         };
         let mut start: Option<Item> = None;
         let mut keys = Vec::new();
@@ -824,7 +985,11 @@ impl JobStore for DynamoStore {
                 .map_err(sdk)?;
             for item in page.items() {
                 if keys.len() == limit as usize {
-                    return Ok(ResultPage { keys, next_cursor: last_sk, total });
+                    return Ok(ResultPage {
+                        keys,
+                        next_cursor: last_sk,
+                        total,
+                    });
                 }
                 if let (Some(k), Some(sk)) = (get_s(item, "doc_key"), get_s(item, "SK")) {
                     keys.push(k.to_string());
@@ -833,7 +998,11 @@ impl JobStore for DynamoStore {
             }
             start = page.last_evaluated_key;
             if start.is_none() {
-                return Ok(ResultPage { keys, next_cursor: None, total });
+                return Ok(ResultPage {
+                    keys,
+                    next_cursor: None,
+                    total,
+                });
             }
         }
     }
@@ -868,7 +1037,13 @@ impl JobStore for DynamoStore {
         self.batch_put(items).await
     }
 
-    async fn logs(&self, user: &UserId, job: &JobId, after: Option<u64>, limit: u32) -> StoreResult<Vec<LogEntry>> {
+    async fn logs(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        after: Option<u64>,
+        limit: u32,
+    ) -> StoreResult<Vec<LogEntry>> {
         let _ = user;
         let from = format!("LOG#{:012}", after.unwrap_or(0) + 1);
         let mut out = Vec::new();

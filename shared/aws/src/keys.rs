@@ -13,7 +13,10 @@ pub struct KeyStore {
 }
 
 fn key_pk(api_key: &str) -> String {
-    let hex: String = key_digest(api_key).iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = key_digest(api_key)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     format!("KEY#{hex}")
 }
 
@@ -39,7 +42,6 @@ impl KeyStore {
             .map_err(sdk)?;
         Ok(())
     }
-
 }
 
 #[async_trait::async_trait]

@@ -35,7 +35,14 @@ impl BlobStore for S3Blobs {
     }
 
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {
-        let out = match self.client.get_object().bucket(&self.bucket).key(key).send().await {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
             Ok(o) => o,
             Err(e) => {
                 if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {

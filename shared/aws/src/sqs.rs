@@ -57,7 +57,10 @@ impl WorkQueue for SqsQueue {
                 .await
                 .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
             if !out.failed().is_empty() {
-                return Err(StoreError(format!("{} messages not sent", out.failed().len())));
+                return Err(StoreError(format!(
+                    "{} messages not sent",
+                    out.failed().len()
+                )));
             }
         }
         Ok(())

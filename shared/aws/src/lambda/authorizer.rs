@@ -18,7 +18,13 @@ pub async fn handle(
         .headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .or_else(|| event.identity_source.as_ref().and_then(|s| s.first()).map(String::as_str));
+        .or_else(|| {
+            event
+                .identity_source
+                .as_ref()
+                .and_then(|s| s.first())
+                .map(String::as_str)
+        });
     let user = match bearer_key(header) {
         Some(key) => keys.user_of(key).await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "key lookup failed");

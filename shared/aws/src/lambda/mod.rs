@@ -36,7 +36,10 @@ fn allow_nets() -> Result<Vec<IpNet>, Error> {
     raw.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse().map_err(|e| format!("SARVCRAWL_ALLOW_NETS: {s}: {e}").into()))
+        .map(|s| {
+            s.parse()
+                .map_err(|e| format!("SARVCRAWL_ALLOW_NETS: {s}: {e}").into())
+        })
         .collect()
 }
 
@@ -49,11 +52,17 @@ pub struct Deployment {
 }
 
 impl Deployment {
+    /// From `SARVCRAWL_*` resource names and the AWS environment.
     pub async fn from_env() -> Result<Self, Error> {
         let names = Names::from_env()?;
         let clients = Clients::from_env().await;
+        Self::new(clients, names, allow_nets()?)
+    }
+
+    /// From given clients and names; `allow` opens networks blocked by default.
+    pub fn new(clients: Clients, names: Names, allow: Vec<IpNet>) -> Result<Self, Error> {
         let aws = Aws::new(&clients, &names);
-        let fetcher = Fetcher::new(AddressPolicy::new(allow_nets()?), FetchConfig::default())?;
+        let fetcher = Fetcher::new(AddressPolicy::new(allow), FetchConfig::default())?;
         let app = Arc::new(App::new(
             aws.store.clone(),
             aws.queue.clone(),

@@ -10,14 +10,25 @@ use std::time::Duration;
 /// Fails every active job with no progress for `stalled_after`; returns how many it failed.
 pub async fn sweep(app: &App, store: &DynamoStore, stalled_after: Duration) -> StoreResult<usize> {
     let now = app.clock.now();
-    let cutoff = now - chrono::Duration::from_std(stalled_after).unwrap_or(chrono::Duration::minutes(30));
+    let cutoff =
+        now - chrono::Duration::from_std(stalled_after).unwrap_or(chrono::Duration::minutes(30));
     let mut failed = 0;
     for (user, job) in store.stalled_jobs(cutoff).await? {
         let minutes = stalled_after.as_secs() / 60;
-        let error = JobError::new(ErrorCode::Internal, format!("no progress for {minutes} minutes"));
-        if store.finish_job(&user, &job, JobStatus::Failed, Some(error.clone()), now).await? {
+        let error = JobError::new(
+            ErrorCode::Internal,
+            format!("no progress for {minutes} minutes"),
+        );
+        if store
+            .finish_job(&user, &job, JobStatus::Failed, Some(error.clone()), now)
+            .await?
+        {
             store
-                .append_logs(&user, &job, &[NewLog::warn(format!("failed: {}", error.message))])
+                .append_logs(
+                    &user,
+                    &job,
+                    &[NewLog::warn(format!("failed: {}", error.message))],
+                )
                 .await?;
             failed += 1;
         }

@@ -1,0 +1,295 @@
+//! The Lambda handlers fed API Gateway v2 and SQS event JSON, against the AWS emulator that
+//! `scripts/test.sh` starts (`AWS_ENDPOINT_URL`), each test on resources of its own created from
+//! `template.yaml`.
+
+use aws_lambda_events::apigw::ApiGatewayV2CustomAuthorizerV2Request;
+use aws_lambda_events::sqs::SqsEvent;
+use e2e::{Route, Site};
+use sarvcrawl_aws::bootstrap::{bootstrap, Template};
+use sarvcrawl_aws::lambda::{authorizer, dlq, http, worker, Deployment};
+use sarvcrawl_aws::Clients;
+use sarvcrawl_core::domain::{JobId, JobStatus, UserId};
+use sarvcrawl_core::ports::{JobStore, Task, WorkQueue};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+async fn deployment() -> Deployment {
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL").is_ok(),
+        "these tests need the AWS emulator: run scripts/test.sh"
+    );
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let prefix = format!("fn{}-{n}-{}", std::process::id(), ulid_suffix());
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let clients = Clients::from_env().await;
+    let names = bootstrap(&clients, &Template::parse(&text).unwrap(), &prefix)
+        .await
+        .unwrap();
+    Deployment::new(clients, names, vec!["127.0.0.1/32".parse().unwrap()]).unwrap()
+}
+
+fn ulid_suffix() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+}
+
+/// An API Gateway HTTP API (payload 2.0) event, as the authorizer leaves it.
+fn api_event(
+    method: &str,
+    path: &str,
+    user: Option<&str>,
+    body: Option<Value>,
+) -> lambda_http::Request {
+    let mut ctx = json!({
+        "accountId": "123456789012", "apiId": "api", "domainName": "api.example.com",
+        "domainPrefix": "api", "requestId": "r1", "routeKey": format!("{method} {path}"),
+        "stage": "$default", "time": "29/Nov/2026:00:00:00 +0000", "timeEpoch": 0,
+        "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
+                 "sourceIp": "203.0.113.1", "userAgent": "test"}
+    });
+    if let Some(u) = user {
+        ctx["authorizer"] = json!({"lambda": {"user_id": u}});
+    }
+    let event = json!({
+        "version": "2.0", "routeKey": format!("{method} {path}"), "rawPath": path,
+        "rawQueryString": "", "headers": {"content-type": "application/json", "host": "api.example.com"},
+        "requestContext": ctx, "isBase64Encoded": false,
+        "body": body.map(|b| b.to_string()),
+    });
+    lambda_http::request::from_str(&event.to_string()).expect("API Gateway v2 event")
+}
+
+fn body_json(resp: &lambda_http::Response<lambda_http::Body>) -> Value {
+    match resp.body() {
+        lambda_http::Body::Text(t) => serde_json::from_str(t).unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
+}
+
+fn sqs_event(tasks: &[(String, Task)]) -> SqsEvent {
+    let records: Vec<Value> = tasks
+        .iter()
+        .map(|(id, t)| {
+            json!({"messageId": id, "receiptHandle": format!("rh-{id}"), "body": serde_json::to_string(t).unwrap(),
+                   "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+                   "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
+                   "awsRegion": "us-east-1"})
+        })
+        .collect();
+    serde_json::from_value(json!({"Records": records})).expect("SQS event")
+}
+
+async fn final_status(d: &Deployment, user: &UserId, id: &JobId) -> JobStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let job = d.aws.store.get_job(user, id).await.unwrap().unwrap();
+        if job.status.is_final() || Instant::now() > deadline {
+            return job.status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn submit_answers_202_and_writes_the_job_and_its_message() {
+    let d = deployment().await;
+    let resp = http::handle(
+        &d.app,
+        api_event(
+            "POST",
+            "/api/scrape",
+            Some("u1"),
+            Some(json!({"url": "https://example.com/"})),
+        ),
+    )
+    .await;
+    assert_eq!(resp.status(), 202);
+    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+    let job = d
+        .aws
+        .store
+        .get_job(&UserId("u1".into()), &id)
+        .await
+        .unwrap()
+        .expect("job item");
+    assert_eq!(job.status, JobStatus::Queued);
+    let messages = d
+        .aws
+        .queue
+        .receive(10, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].task.job_id, id);
+    // Without the authorizer's user id nothing is done.
+    let resp = http::handle(
+        &d.app,
+        api_event(
+            "POST",
+            "/api/scrape",
+            None,
+            Some(json!({"url": "https://example.com/"})),
+        ),
+    )
+    .await;
+    assert_eq!(resp.status(), 401);
+    let resp = http::handle(&d.app, api_event("GET", "/api/health", None, None)).await;
+    assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn worker_reports_exactly_the_message_that_failed() {
+    let site = Site::start(HashMap::from([(
+        "/".to_string(),
+        Route::Html("<p>hello</p>".into()),
+    )]))
+    .await;
+    let d = deployment().await;
+    let mut tasks = Vec::new();
+    for i in 0..9 {
+        let user = format!("w{i}");
+        let resp = http::handle(
+            &d.app,
+            api_event(
+                "POST",
+                "/api/scrape",
+                Some(&user),
+                Some(json!({"url": site.url("/")})),
+            ),
+        )
+        .await;
+        assert_eq!(resp.status(), 202);
+        let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+        tasks.push((
+            format!("m{i}"),
+            Task {
+                user_id: UserId(user),
+                job_id: id,
+                url: site.url("/"),
+                depth: 0,
+            },
+        ));
+    }
+    // A job whose stored item cannot be read: processing it fails like a storage fault.
+    let broken = JobId("job_01M8M5JM0KJEYKVCENJMEP764C".into());
+    d.clients
+        .dynamo
+        .put_item()
+        .table_name(&d.names.table)
+        .item(
+            "PK",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("JOB#{}", broken.as_str())),
+        )
+        .item(
+            "SK",
+            aws_sdk_dynamodb::types::AttributeValue::S("JOB".into()),
+        )
+        .item(
+            "user_id",
+            aws_sdk_dynamodb::types::AttributeValue::S("w9".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    tasks.push((
+        "m9".into(),
+        Task {
+            user_id: UserId("w9".into()),
+            job_id: broken,
+            url: site.url("/"),
+            depth: 0,
+        },
+    ));
+    let response = worker::handle(&d.app, sqs_event(&tasks)).await;
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, ["m9"]);
+    for (_, t) in &tasks[..9] {
+        assert_eq!(
+            final_status(&d, &t.user_id, &t.job_id).await,
+            JobStatus::Completed
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn authorizer_passes_only_a_known_key_s_user() {
+    let d = deployment().await;
+    let key = sarvcrawl_aws::keys::generate_key().unwrap();
+    d.aws.keys.add(&UserId("alice".into()), &key).await.unwrap();
+    let event = |auth: Option<&str>| -> ApiGatewayV2CustomAuthorizerV2Request {
+        let mut headers = serde_json::Map::new();
+        if let Some(a) = auth {
+            headers.insert("authorization".into(), json!(a));
+        }
+        serde_json::from_value(json!({
+            "version": "2.0", "type": "REQUEST", "routeArn": "arn", "routeKey": "GET /api/jobs",
+            "rawPath": "/api/jobs", "rawQueryString": "", "headers": headers,
+            "requestContext": {"http": {"method": "GET", "path": "/api/jobs", "protocol": "HTTP/1.1",
+                                        "sourceIp": "203.0.113.1", "userAgent": "t"}}
+        }))
+        .expect("authorizer event")
+    };
+    let good = authorizer::handle(&d.aws.keys, event(Some(&format!("Bearer {key}")))).await;
+    assert!(good.is_authorized);
+    assert_eq!(good.context, json!({"user_id": "alice"}));
+    for bad in [
+        Some("Bearer sc_not-a-real-key-000000000000"),
+        Some("Bearer "),
+        Some(key.as_str()),
+        None,
+    ] {
+        let r = authorizer::handle(&d.aws.keys, event(bad)).await;
+        assert!(!r.is_authorized, "{bad:?}");
+        assert!(r.context.is_null());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_fail_the_job_and_free_the_slot() {
+    let d = deployment().await;
+    let body = json!({"url": "https://example.com/", "use_sitemap": false});
+    let resp = http::handle(
+        &d.app,
+        api_event("POST", "/api/crawl", Some("dl"), Some(body.clone())),
+    )
+    .await;
+    assert_eq!(resp.status(), 202);
+    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+    let busy = http::handle(
+        &d.app,
+        api_event("POST", "/api/crawl", Some("dl"), Some(body.clone())),
+    )
+    .await;
+    assert_eq!(busy.status(), 429);
+    let task = Task {
+        user_id: UserId("dl".into()),
+        job_id: id.clone(),
+        url: "https://example.com/".into(),
+        depth: 0,
+    };
+    let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task)])).await;
+    assert!(response.batch_item_failures.is_empty());
+    let job = d
+        .aws
+        .store
+        .get_job(&UserId("dl".into()), &id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(job.status, JobStatus::Failed);
+    assert_eq!(job.error.unwrap().message, "gave up after 5 attempts");
+    let again = http::handle(
+        &d.app,
+        api_event("POST", "/api/crawl", Some("dl"), Some(body)),
+    )
+    .await;
+    assert_eq!(again.status(), 202);
+}
