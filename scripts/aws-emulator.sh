@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Installs the AWS emulator (moto server) and template linters into ./.venv when missing.
+# Installs the AWS emulator (moto server) and the template checkers (cfn-lint, SAM CLI) into
+# ./.venv when missing.
 # Source it to start the emulator on a free loopback port: it exports AWS_ENDPOINT_URL and
 # dummy credentials, and `stop_aws_emulator` stops it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
-if [ ! -x "$venv/bin/moto_server" ] || [ ! -x "$venv/bin/cfn-lint" ]; then
+if [ ! -x "$venv/bin/moto_server" ] || [ ! -x "$venv/bin/cfn-lint" ] || [ ! -x "$venv/bin/sam" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check \
-    'moto[server]==5.*' 'cfn-lint==1.*'
+    'moto[server]==5.*' 'cfn-lint==1.*' 'aws-sam-cli==1.*'
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"${TMPDIR:-/tmp}/sarvcrawl-moto-$port.log" 2>&1 &
@@ -19,5 +20,5 @@ for _ in $(seq 100); do
 done
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-export AWS_EC2_METADATA_DISABLED=true
+export AWS_EC2_METADATA_DISABLED=true SAM_CLI_TELEMETRY=0
 stop_aws_emulator() { kill "$AWS_EMULATOR_PID" 2>/dev/null || true; }

@@ -17,6 +17,7 @@ cargo build --locked --features aws --bin sarvcrawl
 source scripts/aws-emulator.sh
 trap stop_aws_emulator EXIT
 .venv/bin/cfn-lint template.yaml
+.venv/bin/sam validate --lint --template template.yaml
 
 cargo test --workspace --all-features --locked
 echo "--- the black-box suite on the AWS backend"
