@@ -430,3 +430,51 @@ fn help_explains_every_flag() {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn large_results_page_under_a_byte_budget() {
+    let filler = "<p>".to_string() + &"lorem ipsum ".repeat(130_000) + "</p>";
+    let mut routes = tree_site(6);
+    for r in routes.values_mut() {
+        if let Route::Html(h) = r {
+            *h = h.replace("</main>", &format!("{filler}</main>"));
+        }
+    }
+    let site = Site::start(routes).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let (id, job) = api
+        .run(
+            "crawl",
+            &json!({"url": site.url("/"), "use_sitemap": false, "formats": ["raw_html"]}),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["progress"]["pages_completed"], 6);
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/jobs/{id}/results?limit=100&cursor={c}"),
+            None => format!("/api/jobs/{id}/results?limit=100"),
+        };
+        let r = api.get(&path).await.body;
+        let data = r["data"].as_array().unwrap();
+        assert!(
+            !data.is_empty() && data.len() < 6,
+            "a page holds part of the results"
+        );
+        assert!(r.to_string().len() < 5 << 20, "under the budget");
+        seen.extend(data.iter().map(|d| d["url"].as_str().unwrap().to_string()));
+        pages += 1;
+        match r["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert!(pages >= 2);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 6, "every document once");
+}

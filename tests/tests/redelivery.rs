@@ -117,7 +117,7 @@ async fn crawl(
     assert_eq!(after.progress, job.progress);
     let page = app.jobs.results(&user, &id, None, 10_000).await.unwrap();
     let mut urls = Vec::new();
-    for key in page.keys {
+    for key in page.entries.into_iter().map(|e| e.key) {
         let doc: serde_json::Value =
             serde_json::from_slice(&app.blobs.get(&key).await.unwrap().unwrap()).unwrap();
         urls.push(doc["url"].as_str().unwrap().to_string());

@@ -24,8 +24,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
     Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow,
-    NodeStatus, PageOutcome, ResultPage, SkipReason, SlotClaim, StoreError, StoreResult,
-    MAX_NODES_PER_JOB,
+    NodeStatus, PageOutcome, ResultEntry, ResultPage, SkipReason, SlotClaim, StoreError,
+    StoreResult, MAX_NODES_PER_JOB,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -966,8 +966,7 @@ impl JobStore for DynamoStore {
             }
         };
         let mut start: Option<Item> = None;
-        let mut keys = Vec::new();
-        let mut last_sk = None;
+        let mut entries = Vec::new();
         loop {
             let page = self
                 .client
@@ -977,29 +976,33 @@ impl JobStore for DynamoStore {
                 .expression_attribute_values(":pk", s(pk.clone()))
                 .expression_attribute_values(":from", s(from.clone()))
                 .expression_attribute_values(":to", s("RES#~"))
-                .limit((limit + 1 - keys.len() as u32) as i32)
+                .limit((limit + 1 - entries.len() as u32) as i32)
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
                 .map_err(sdk)?;
             for item in page.items() {
-                if keys.len() == limit as usize {
+                if entries.len() == limit as usize {
+                    let next_cursor = entries.last().map(|e: &ResultEntry| e.cursor.clone());
                     return Ok(ResultPage {
-                        keys,
-                        next_cursor: last_sk,
+                        entries,
+                        next_cursor,
                         total,
                     });
                 }
-                if let (Some(k), Some(sk)) = (get_s(item, "doc_key"), get_s(item, "SK")) {
-                    keys.push(k.to_string());
-                    last_sk = sk.strip_prefix("RES#").map(String::from);
+                let sk = get_s(item, "SK").and_then(|sk| sk.strip_prefix("RES#"));
+                if let (Some(k), Some(cursor)) = (get_s(item, "doc_key"), sk) {
+                    entries.push(ResultEntry {
+                        key: k.to_string(),
+                        cursor: cursor.to_string(),
+                    });
                 }
             }
             start = page.last_evaluated_key;
             if start.is_none() {
                 return Ok(ResultPage {
-                    keys,
+                    entries,
                     next_cursor: None,
                     total,
                 });

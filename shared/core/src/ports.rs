@@ -220,10 +220,17 @@ pub struct JobQuery {
     pub before: Option<JobId>,
 }
 
+/// One stored document of a job, and the cursor that reads on after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultEntry {
+    pub key: String,
+    pub cursor: String,
+}
+
 /// A page of the stored document references of a job.
 #[derive(Debug, Clone, Default)]
 pub struct ResultPage {
-    pub keys: Vec<String>,
+    pub entries: Vec<ResultEntry>,
     /// Opaque: pass it back to read the next page.
     pub next_cursor: Option<String>,
     pub total: u64,

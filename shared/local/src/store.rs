@@ -8,7 +8,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
     Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow,
-    NodeStatus, PageOutcome, ResultPage, SkipReason, SlotClaim, StoreResult, MAX_NODES_PER_JOB,
+    NodeStatus, PageOutcome, ResultEntry, ResultPage, SkipReason, SlotClaim, StoreResult,
+    MAX_NODES_PER_JOB,
 };
 use std::sync::Arc;
 
@@ -474,7 +475,13 @@ impl JobStore for SqliteStore {
                 rows.truncate(limit as usize);
                 Ok(ResultPage {
                     next_cursor: if more { rows.last().map(|r| r.0.to_string()) } else { None },
-                    keys: rows.into_iter().map(|r| r.1).collect(),
+                    entries: rows
+                        .into_iter()
+                        .map(|(seq, key)| ResultEntry {
+                            key,
+                            cursor: seq.to_string(),
+                        })
+                        .collect(),
                     total,
                 })
             })

@@ -523,7 +523,7 @@ async fn finish(app: &App, job: &Job, page_error: Option<&JobError>) -> StoreRes
 async fn first_page_error(app: &App, job: &Job) -> StoreResult<JobError> {
     let fallback = JobError::new(ErrorCode::FetchFailed, "no page could be fetched");
     let page = app.jobs.results(&job.user_id, &job.job_id, None, 1).await?;
-    let Some(key) = page.keys.first() else {
+    let Some(key) = page.entries.first().map(|e| &e.key) else {
         return Ok(fallback);
     };
     let doc: Option<serde_json::Value> = app

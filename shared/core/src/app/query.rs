@@ -6,6 +6,9 @@ use crate::ports::{JobQuery, LogEntry, NodeRow};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
+/// Most document bytes one page of `/results` carries (besides its first document).
+pub const RESULTS_PAGE_BYTES: usize = 4 * 1024 * 1024;
+
 /// Trees larger than this answer their first nodes and `truncated: true`.
 pub const MAX_TREE_NODES: u32 = 10_000;
 
@@ -21,7 +24,7 @@ pub async fn inline_result(app: &App, job: &Job) -> Result<Option<Value>, AppErr
         return Ok(None);
     }
     let page = app.jobs.results(&job.user_id, &job.job_id, None, 1).await?;
-    let Some(key) = page.keys.first() else {
+    let Some(key) = page.entries.first().map(|e| &e.key) else {
         return Ok(None);
     };
     match app.blobs.get(key).await? {
@@ -74,14 +77,27 @@ pub async fn results(
 ) -> Result<(Vec<Value>, Option<String>, u64), AppError> {
     let job = job(app, user, id).await?;
     let page = app.jobs.results(user, &job.job_id, cursor, limit).await?;
-    let reads = page.keys.iter().map(|k| app.blobs.get(k));
-    let mut docs = Vec::with_capacity(page.keys.len());
-    for blob in futures::future::try_join_all(reads).await? {
-        if let Some(v) = blob.and_then(|b| serde_json::from_slice(&b).ok()) {
+    let reads = page.entries.iter().map(|e| app.blobs.get(&e.key));
+    let mut docs = Vec::with_capacity(page.entries.len());
+    let mut bytes = 0;
+    let mut next = page.next_cursor;
+    let blobs = futures::future::try_join_all(reads).await?;
+    for (i, blob) in blobs.into_iter().enumerate() {
+        let Some(blob) = blob else {
+            continue;
+        };
+        // A page of results stays under the byte budget (Lambda answers at most 6 MB); the
+        // rest follows with the cursor of the last document included.
+        if !docs.is_empty() && bytes + blob.len() > RESULTS_PAGE_BYTES {
+            next = Some(page.entries[i - 1].cursor.clone());
+            break;
+        }
+        if let Ok(v) = serde_json::from_slice(&blob) {
+            bytes += blob.len();
             docs.push(v);
         }
     }
-    Ok((docs, page.next_cursor, page.total))
+    Ok((docs, next, page.total))
 }
 
 /// Log entries after `after`: `(entries, next_after)`.
