@@ -111,7 +111,10 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         backend.blobs.clone(),
         Arc::new(SystemClock),
         Arc::new(fetcher),
-        Config::default(),
+        Config {
+            task_lease: visibility,
+            ..Config::default()
+        },
     ));
     tracing::info!("rendering (render: true) is not available: no headless browser configured");
 

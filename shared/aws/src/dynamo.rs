@@ -32,6 +32,9 @@ use std::collections::HashMap;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
+/// The lease of a node that no worker holds.
+const NEVER: i64 = i64::MAX / 2;
+
 /// How long job logs are kept.
 const LOG_RETENTION_DAYS: i64 = 30;
 /// Index of a user's jobs.
@@ -801,6 +804,72 @@ impl JobStore for DynamoStore {
         Ok(owed)
     }
 
+    async fn start_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+        holder: &str,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let _ = user;
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(job_pk(job.as_str()), node_sk(url))))
+            // Only a running node has a lease that can run out or a holder (other nodes carry
+            // `NEVER` and no holder), so the lease terms need no status test.
+            .update_expression("SET #s = :running, lease_until = :until, holder = :me")
+            .condition_expression("#s = :queued OR lease_until < :now OR holder = :me")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":queued", s("queued"))
+            .expression_attribute_values(":until", n(lease_until.timestamp_millis()))
+            .expression_attribute_values(":now", n(Utc::now().timestamp_millis()))
+            .expression_attribute_values(":me", s(holder))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(sdk(e)),
+        }
+    }
+
+    async fn release_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<()> {
+        let _ = user;
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(job_pk(job.as_str()), node_sk(url))))
+            .update_expression("SET #s = :queued, lease_until = :never, holder = :none")
+            .expression_attribute_values(":never", n(NEVER))
+            .expression_attribute_values(":none", s(""))
+            .condition_expression("#s = :running")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":queued", s("queued"))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(sdk(e)),
+        }
+    }
+
     async fn complete_node(
         &self,
         user: &UserId,
@@ -824,12 +893,16 @@ impl JobStore for DynamoStore {
             .expression_attribute_names("#s", "status")
             .expression_attribute_values(":st", s(outcome.status.as_str()))
             .expression_attribute_values(":q", s("queued"))
-            .expression_attribute_values(":r", s("running"));
+            .expression_attribute_values(":r", s("running"))
+            .expression_attribute_values(":never", n(NEVER))
+            .expression_attribute_values(":none", s(""));
         node = match outcome.status_code {
             Some(code) => node
-                .update_expression("SET #s = :st, status_code = :c")
+                .update_expression(
+                    "SET #s = :st, status_code = :c, lease_until = :never, holder = :none",
+                )
                 .expression_attribute_values(":c", n(code)),
-            None => node.update_expression("SET #s = :st"),
+            None => node.update_expression("SET #s = :st, lease_until = :never, holder = :none"),
         };
         let (completed, failed) = match outcome.status {
             NodeStatus::Completed => (1, 0),

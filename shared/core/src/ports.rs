@@ -294,6 +294,23 @@ pub trait JobStore: Send + Sync {
         limit: u64,
     ) -> StoreResult<Vec<NewNode>>;
 
+    /// Takes a node for fetching on behalf of `holder` (one attempt's id): `queued`, or
+    /// `running` under a lease that ran out or that `holder` already holds (a retried write),
+    /// becomes `running` until `lease_until`. False when another attempt holds it or it is
+    /// done, so a duplicated task does not fetch the page again.
+    async fn start_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+        holder: &str,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Gives a `running` node back (`queued`) after a failed attempt, so its next delivery
+    /// need not wait out the lease.
+    async fn release_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<()>;
+
     /// Moves a node from queued/running to its outcome, counts it once, and indexes its
     /// document. A node already done is left alone (`applied: false`).
     async fn complete_node(

@@ -29,11 +29,17 @@ impl SqliteQueue {
         }
     }
 
-    /// Makes every received-but-unacknowledged task visible again. Only sound while no other
-    /// process works this queue, which the data directory lock guarantees.
+    /// Makes every received-but-unacknowledged task visible again, and the pages they were
+    /// fetching free to take. Only sound while no other process works this data directory,
+    /// which its lock guarantees.
     pub(crate) fn release_all(&self) -> rusqlite::Result<usize> {
-        self.db
-            .write_now(|c| c.execute("UPDATE queue SET visible_at = 0 WHERE visible_at > 0", []))
+        self.db.write_now(|c| {
+            c.execute(
+                "UPDATE nodes SET status = 'queued', lease_until = NULL WHERE status = 'running'",
+                [],
+            )?;
+            c.execute("UPDATE queue SET visible_at = 0 WHERE visible_at > 0", [])
+        })
     }
 
     /// Tasks waiting or in flight.

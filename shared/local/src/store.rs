@@ -345,6 +345,53 @@ impl JobStore for SqliteStore {
             .await
     }
 
+    async fn start_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+        holder: &str,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let (user, job, url, holder) = (
+            user.0.clone(),
+            job.0.clone(),
+            url.to_string(),
+            holder.to_string(),
+        );
+        let now = Utc::now().timestamp_millis();
+        self.db
+            .write(move |tx| {
+                if !owns(tx, &user, &job)? {
+                    return Ok(false);
+                }
+                let n = tx.execute(
+                    "UPDATE nodes SET status = 'running', lease_until = ?3, holder = ?5
+                     WHERE job_id = ?1 AND url = ?2 AND (status = 'queued'
+                       OR (status = 'running' AND (lease_until < ?4 OR holder = ?5)))",
+                    params![job, url, lease_until.timestamp_millis(), now, holder],
+                )?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn release_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<()> {
+        let (user, job, url) = (user.0.clone(), job.0.clone(), url.to_string());
+        self.db
+            .write(move |tx| {
+                if owns(tx, &user, &job)? {
+                    tx.execute(
+                        "UPDATE nodes SET status = 'queued', lease_until = NULL
+                         WHERE job_id = ?1 AND url = ?2 AND status = 'running'",
+                        params![job, url],
+                    )?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
     async fn complete_node(
         &self,
         user: &UserId,

@@ -28,6 +28,9 @@ pub struct Config {
     pub slot_lease: Duration,
     /// Receives after which a task is given up and its page recorded as failed.
     pub max_receives: u32,
+    /// How long a worker holds a page it fetches before another may take it over; at least
+    /// the work queue's visibility timeout.
+    pub task_lease: Duration,
     /// Concurrent fetches to one host across all jobs of this process.
     pub per_host_concurrency: usize,
     /// Largest result JSON returned inline by `GET /api/jobs/{id}`.
@@ -40,6 +43,7 @@ impl Default for Config {
             render_available: false,
             slot_lease: Duration::from_secs(15 * 60),
             max_receives: 5,
+            task_lease: Duration::from_secs(15 * 60),
             per_host_concurrency: 16,
             inline_result_bytes: 1024 * 1024,
         }

@@ -64,15 +64,19 @@ impl Request {
 
 /// Processes one delivery; never panics on what the task or the page contains.
 pub async fn process(app: &App, d: &Delivery) -> Disposition {
-    let result = if d.receive_count > app.config.max_receives {
-        abandon(app, &d.task, d.receive_count - 1).await
-    } else {
-        run(app, &d.task).await
-    };
-    match result {
-        Ok(()) => Disposition::Ack,
+    if d.receive_count > app.config.max_receives {
+        return match abandon(app, &d.task, d.receive_count - 1).await {
+            Ok(()) => Disposition::Ack,
+            Err(_) => Disposition::Retry,
+        };
+    }
+    match run(app, &d.task).await {
+        Ok(disposition) => disposition,
         Err(e) => {
-            tracing::warn!(job = %d.task.job_id, url = %d.task.url, error = %e, "task will be retried");
+            let t = &d.task;
+            tracing::warn!(job = %t.job_id, url = %t.url, error = %e, "task will be retried");
+            // Best effort: the next delivery may start at once instead of waiting out the lease.
+            let _ = app.jobs.release_node(&t.user_id, &t.job_id, &t.url).await;
             Disposition::Retry
         }
     }
@@ -85,17 +89,20 @@ fn document_key(task: &Task) -> String {
     format!("{}/{}/{hex}.json", task.user_id, task.job_id)
 }
 
-async fn run(app: &App, task: &Task) -> StoreResult<()> {
+/// Does the task's work. `Retry` (without an error) when another delivery of the same task is
+/// fetching the page right now: this one comes back later and finds the page done.
+async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
     let (user, job_id) = (&task.user_id, &task.job_id);
     // T3: the job is re-read with the task's user; a task naming another user's job finds none.
     let Some(job) = app.jobs.get_job(user, job_id).await? else {
-        return Ok(());
+        return Ok(Disposition::Ack);
     };
     let Some(node) = app.jobs.get_node(user, job_id, &task.url).await? else {
-        return Ok(());
+        return Ok(Disposition::Ack);
     };
     if job.status.is_final() {
-        return settle_cancelled(app, task, node.status).await;
+        settle_cancelled(app, task, node.status).await?;
+        return Ok(Disposition::Ack);
     }
     let req = match Request::of(&job) {
         Ok(r) => r,
@@ -111,7 +118,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
                     app.clock.now(),
                 )
                 .await?;
-            return Ok(());
+            return Ok(Disposition::Ack);
         }
     };
     if !node.status.is_pending() {
@@ -128,7 +135,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
         if c.pending == 0 {
             finish(app, &job, None).await?;
         }
-        return Ok(());
+        return Ok(Disposition::Ack);
     }
     if job.status == JobStatus::Queued && app.jobs.start_job(user, job_id, app.clock.now()).await? {
         app.jobs
@@ -140,6 +147,21 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
             .await?;
     }
 
+    let lease =
+        chrono::Duration::from_std(app.config.task_lease).unwrap_or(chrono::Duration::minutes(15));
+    if !app
+        .jobs
+        .start_node(
+            user,
+            job_id,
+            &task.url,
+            &ulid::Ulid::new().to_string(),
+            app.clock.now() + lease,
+        )
+        .await?
+    {
+        return Ok(Disposition::Retry);
+    }
     let (max_concurrency, delay) = match &req {
         Request::Scrape(_) => (1, 0),
         Request::Crawl(r) => (r.max_concurrency as usize, r.delay_ms),
@@ -152,7 +174,8 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
     let Some(page) = page else {
         // Cancelled while waiting for a turn.
         app.jobs.append_logs(user, job_id, &logs).await?;
-        return settle_cancelled(app, task, NodeStatus::Queued).await;
+        settle_cancelled(app, task, NodeStatus::Running).await?;
+        return Ok(Disposition::Ack);
     };
 
     let key = document_key(task);
@@ -203,7 +226,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<()> {
             .renew_slot(user, job_id, job.kind, app.clock.now() + lease)
             .await?;
     }
-    Ok(())
+    Ok(Disposition::Ack)
 }
 
 /// A page that could not be turned into a document.
