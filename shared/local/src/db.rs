@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS nodes (
     status_code INTEGER,
     reason TEXT,
     lease_until INTEGER,
+    holder TEXT,
     PRIMARY KEY (job_id, url)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS nodes_by_seq ON nodes (job_id, seq);
