@@ -127,8 +127,15 @@ impl Serve {
         self.base = format!("http://127.0.0.1:{}", self.port);
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
+            if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                // A connect to a port nobody listens on can pick that very port as its own
+                // and connect to itself: that is not the server.
+                if s.local_addr().ok() != s.peer_addr().ok() {
+                    return;
+                }
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("sarvcrawl serve exited at start-up: {status}");
             }
             std::thread::sleep(Duration::from_millis(25));
         }
@@ -143,9 +150,11 @@ impl Serve {
         }
     }
 
-    /// Starts the server again on the same port and data directory.
+    /// Starts the server again on the same data directory (and a fresh port: clients must
+    /// take the new `base`).
     pub fn restart(&mut self) {
         self.kill();
+        self.port = free_port();
         self.spawn();
     }
 
