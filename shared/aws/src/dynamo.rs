@@ -13,7 +13,7 @@
 //! - log `JOB#<id>`, `LOG#<seq>`: a log entry, expiring through TTL `expires_at`.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Delete, KeysAndAttributes, Put, PutRequest, ReturnValue, TransactWriteItem,
@@ -76,6 +76,24 @@ pub(crate) fn sdk<E: std::error::Error + Send + Sync + 'static, R: std::fmt::Deb
     e: SdkError<E, R>,
 ) -> StoreError {
     StoreError::new(DisplayErrorContext(e))
+}
+
+/// Whether a conditional write happened: `false` when its condition did not hold.
+fn conditional<O, E, R>(r: Result<O, SdkError<E, R>>) -> StoreResult<bool>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
+    match r {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.as_service_error().and_then(ProvideErrorMetadata::code)
+                == Some("ConditionalCheckFailedException") =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(sdk(e)),
+    }
 }
 
 fn build<T>(r: Result<T, aws_sdk_dynamodb::error::BuildError>) -> StoreResult<T> {
@@ -435,16 +453,7 @@ impl DynamoStore {
             .condition_expression("attribute_not_exists(PK)")
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(sdk(e)),
-        }
+        conditional(r).map(|_| ())
     }
 }
 
@@ -580,16 +589,7 @@ impl JobStore for DynamoStore {
             .expression_attribute_values(":u", s(user.as_str()))
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(sdk(e)),
-        }
+        conditional(r)
     }
 
     async fn finish_job(
@@ -683,16 +683,7 @@ impl JobStore for DynamoStore {
             .expression_attribute_values(":j", s(job.as_str()))
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(sdk(e)),
-        }
+        conditional(r).map(|_| ())
     }
 
     async fn add_nodes(
@@ -830,16 +821,7 @@ impl JobStore for DynamoStore {
             .expression_attribute_values(":me", s(holder))
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(sdk(e)),
-        }
+        conditional(r)
     }
 
     async fn release_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<()> {
@@ -858,16 +840,7 @@ impl JobStore for DynamoStore {
             .expression_attribute_values(":queued", s("queued"))
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(sdk(e)),
-        }
+        conditional(r).map(|_| ())
     }
 
     async fn complete_node(
