@@ -75,13 +75,19 @@ async fn handle(State(s): State<Server>, req: Request<Body>) -> Response {
     let bytes = match axum::body::to_bytes(body, MAX_JSON_BODY).await {
         Ok(b) => b,
         Err(_) => {
-            return into_axum(error_response(
+            // The rest of the body stays unread, so the connection cannot be reused.
+            let mut resp = error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 ErrorBody::new(
                     "PAYLOAD_TOO_LARGE",
                     &format!("the request body is larger than {MAX_JSON_BODY} bytes"),
                 ),
-            ))
+            );
+            resp.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return into_axum(resp);
         }
     };
     into_axum(api::handle(&s.app, &user, Request::from_parts(parts, bytes)).await)
