@@ -65,15 +65,11 @@ async fn full_crawl_fetches_every_page_once_with_exact_tree_and_counters() {
             site.url("")
         )
     );
-    // Each page fetched exactly once; robots.txt once. SQS delivers at least once: there a
-    // duplicated message may fetch a page again (its result and counters stay single).
+    // Each page fetched exactly once (a duplicated message finds the page leased or done);
+    // robots.txt once.
     for p in tree_paths(PAGES, 5) {
         let hits = site.hits_of(&p);
-        if e2e::server::aws_backend() {
-            assert!((1..=2).contains(&hits), "{p}: {hits}");
-        } else {
-            assert_eq!(hits, 1, "{p}");
-        }
+        assert_eq!(hits, 1, "{p}");
     }
     assert_eq!(site.hits_of("/robots.txt"), 1);
 

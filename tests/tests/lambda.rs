@@ -6,7 +6,7 @@ use aws_lambda_events::apigw::ApiGatewayV2CustomAuthorizerV2Request;
 use aws_lambda_events::sqs::SqsEvent;
 use e2e::{Route, Site};
 use sarvcrawl_aws::bootstrap::{bootstrap, Template};
-use sarvcrawl_aws::lambda::{authorizer, dlq, http, worker, Deployment};
+use sarvcrawl_aws::lambda::{authorizer, dlq, http, scheduler, worker, Deployment};
 use sarvcrawl_aws::Clients;
 use sarvcrawl_core::domain::{JobId, JobStatus, UserId};
 use sarvcrawl_core::ports::{JobStore, Task, WorkQueue};
@@ -292,4 +292,62 @@ async fn dead_letters_fail_the_job_and_free_the_slot() {
     )
     .await;
     assert_eq!(again.status(), 202);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sweep_fails_stalled_jobs_only_and_frees_their_slots() {
+    let d = deployment().await;
+    let submit = |user: &'static str| {
+        let app = d.app.clone();
+        async move {
+            let body = json!({"url": "https://example.com/", "use_sitemap": false});
+            let resp = http::handle(
+                &app,
+                api_event("POST", "/api/crawl", Some(user), Some(body)),
+            )
+            .await;
+            assert_eq!(resp.status(), 202);
+            JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string())
+        }
+    };
+    // No worker runs: both jobs stay queued, one of them long enough to count as stalled.
+    let stalled = submit("sw1").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fresh = submit("sw2").await;
+    let failed = scheduler::sweep(&d.app, &d.aws.store, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(failed, 1);
+    let job = |user: &'static str, id: JobId| {
+        let store = d.aws.store.clone();
+        async move {
+            store
+                .get_job(&UserId(user.into()), &id)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let s = job("sw1", stalled.clone()).await;
+    assert_eq!(s.status, JobStatus::Failed);
+    assert_eq!(s.error.unwrap().code.as_str(), "INTERNAL");
+    assert_eq!(job("sw2", fresh).await.status, JobStatus::Queued);
+    let logs = d
+        .aws
+        .store
+        .logs(&UserId("sw1".into()), &stalled, None, 100)
+        .await
+        .unwrap();
+    assert!(logs
+        .iter()
+        .any(|l| l.message.starts_with("failed: no progress")));
+    // The stalled job's slot is free again. Later, a sweep fails the job that has stalled
+    // since, and neither the new one nor the one already failed.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let next = submit("sw1").await;
+    let again = scheduler::sweep(&d.app, &d.aws.store, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(again, 1, "only sw2's job");
+    assert_eq!(job("sw1", next).await.status, JobStatus::Queued);
 }

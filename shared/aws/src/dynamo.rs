@@ -324,7 +324,9 @@ impl DynamoStore {
                 .await
                 .map_err(sdk)?;
             for item in page.items() {
-                if let (Some(u), Some(j)) = (get_s(item, "user_id"), get_s(item, "GSI1SK")) {
+                // The index projects the table's keys and `user_id` only.
+                let job = get_s(item, "PK").and_then(|pk| pk.strip_prefix("JOB#"));
+                if let (Some(u), Some(j)) = (get_s(item, "user_id"), job) {
                     out.push((UserId(u.into()), JobId(j.into())));
                 }
             }

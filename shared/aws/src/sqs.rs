@@ -117,4 +117,16 @@ impl WorkQueue for SqsQueue {
             .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
         Ok(())
     }
+
+    async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .visibility_timeout(delay.as_secs().min(43_200) as i32)
+            .send()
+            .await
+            .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        Ok(())
+    }
 }

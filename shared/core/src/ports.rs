@@ -376,6 +376,9 @@ pub trait WorkQueue: Send + Sync {
     /// Up to `max` tasks, waiting at most `wait` for the first.
     async fn receive(&self, max: usize, wait: Duration) -> StoreResult<Vec<Delivery>>;
     async fn ack(&self, receipt: &str) -> StoreResult<()>;
+    /// Makes a received task visible again after `delay` rather than at the end of its
+    /// visibility timeout (a retry that should not wait long).
+    async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()>;
 }
 
 /// Documents, keyed by path-like strings.

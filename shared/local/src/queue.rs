@@ -141,4 +141,17 @@ impl WorkQueue for SqliteQueue {
             })
             .await
     }
+
+    async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
+        let (receipt, at) = (receipt.to_string(), now_ms() + delay.as_millis() as i64);
+        self.db
+            .write(move |tx| {
+                tx.execute(
+                    "UPDATE queue SET visible_at = ?1 WHERE receipt = ?2",
+                    params![at, receipt],
+                )?;
+                Ok(())
+            })
+            .await
+    }
 }

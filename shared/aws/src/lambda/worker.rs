@@ -24,7 +24,7 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
                 .unwrap_or(1),
             task,
         };
-        (process(app, &delivery).await == Disposition::Retry).then_some(id)
+        (process(app, &delivery).await != Disposition::Ack).then_some(id)
     });
     let mut response = SqsBatchResponse::default();
     for id in futures::future::join_all(work).await.into_iter().flatten() {

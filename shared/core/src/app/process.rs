@@ -25,8 +25,24 @@ use url::Url;
 pub enum Disposition {
     /// Done (or nothing to do): acknowledge it.
     Ack,
-    /// A transient failure: leave it to be delivered again.
+    /// A transient failure: deliver it again soon.
     Retry,
+    /// Another delivery of the same task is fetching the page: look again later.
+    Wait,
+}
+
+impl Disposition {
+    /// How long a task to deliver again stays invisible, growing with its deliveries: short
+    /// after a failure, and long enough while waiting that a slow page (up to the longest
+    /// `timeout_ms`) is done before the deliveries run out.
+    pub fn delay(self, receive_count: u32) -> Duration {
+        let doubling = 1u64 << receive_count.clamp(1, 8).saturating_sub(1);
+        Duration::from_secs(match self {
+            Disposition::Ack => 0,
+            Disposition::Retry => doubling.min(30),
+            Disposition::Wait => (5 * doubling).min(60),
+        })
+    }
 }
 
 /// Tries on a page answering 429 or 503.
@@ -62,9 +78,21 @@ impl Request {
     }
 }
 
-/// Processes one delivery; never panics on what the task or the page contains.
+/// Processes one delivery; never panics on what the task or the page contains. A task to be
+/// delivered again is made visible after [`Disposition::delay`].
 pub async fn process(app: &App, d: &Delivery) -> Disposition {
-    if d.receive_count > app.config.max_receives {
+    let disposition = attempt(app, d).await;
+    if disposition != Disposition::Ack {
+        let delay = disposition.delay(d.receive_count);
+        if let Err(e) = app.queue.defer(&d.receipt, delay).await {
+            tracing::warn!(error = %e, "could not shorten the wait before the next delivery");
+        }
+    }
+    disposition
+}
+
+async fn attempt(app: &App, d: &Delivery) -> Disposition {
+    if d.receive_count > app.config.max_receives && !held(app, &d.task).await {
         return match abandon(app, &d.task, d.receive_count - 1).await {
             Ok(()) => Disposition::Ack,
             Err(_) => Disposition::Retry,
@@ -82,6 +110,15 @@ pub async fn process(app: &App, d: &Delivery) -> Disposition {
     }
 }
 
+/// Whether the task's page is being fetched (or was, by a worker that died): its next
+/// delivery decides by the page's lease, and a task is not given up while it runs.
+async fn held(app: &App, task: &Task) -> bool {
+    matches!(
+        app.jobs.get_node(&task.user_id, &task.job_id, &task.url).await,
+        Ok(Some(n)) if n.status == NodeStatus::Running
+    )
+}
+
 /// The document key of a page of a job.
 fn document_key(task: &Task) -> String {
     let digest = Sha256::digest(task.url.as_bytes());
@@ -89,8 +126,8 @@ fn document_key(task: &Task) -> String {
     format!("{}/{}/{hex}.json", task.user_id, task.job_id)
 }
 
-/// Does the task's work. `Retry` (without an error) when another delivery of the same task is
-/// fetching the page right now: this one comes back later and finds the page done.
+/// Does the task's work. `Wait` when another delivery of the same task is fetching the page
+/// right now: this one comes back later and finds the page done.
 async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
     let (user, job_id) = (&task.user_id, &task.job_id);
     // T3: the job is re-read with the task's user; a task naming another user's job finds none.
@@ -160,7 +197,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
         )
         .await?
     {
-        return Ok(Disposition::Retry);
+        return Ok(Disposition::Wait);
     }
     let (max_concurrency, delay) = match &req {
         Request::Scrape(_) => (1, 0),
