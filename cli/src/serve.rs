@@ -105,17 +105,27 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     }
     let fetcher = Fetcher::new(AddressPolicy::new(args.allow_nets.clone()), fetch)
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-    let app = Arc::new(App::new(
-        backend.jobs.clone(),
-        backend.queue.clone(),
-        backend.blobs.clone(),
-        Arc::new(SystemClock),
-        Arc::new(fetcher),
-        Config {
-            task_lease: visibility,
-            ..Config::default()
-        },
-    ));
+    let search = sarvcrawl_core::engine::search::from_env()?;
+    match &search {
+        Some(p) => tracing::info!(provider = p.name(), "web search is available"),
+        None => tracing::info!(
+            "web search is not available: set SARVCRAWL_SEARXNG_URL or SARVCRAWL_BRAVE_API_KEY"
+        ),
+    }
+    let app = Arc::new(
+        App::new(
+            backend.jobs.clone(),
+            backend.queue.clone(),
+            backend.blobs.clone(),
+            Arc::new(SystemClock),
+            Arc::new(fetcher),
+            Config {
+                task_lease: visibility,
+                ..Config::default()
+            },
+        )
+        .with_search(search),
+    );
     tracing::info!("rendering (render: true) is not available: no headless browser configured");
 
     let listener = tokio::net::TcpListener::bind(args.addr)

@@ -5,11 +5,11 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
-use http::{Request, StatusCode};
+use http::Request;
 use sarvcrawl_core::app::App;
 use sarvcrawl_core::auth::{bearer_key, Auth};
 use sarvcrawl_core::domain::UserId;
-use sarvcrawl_core::http::{self as api, error_response, ErrorBody, MAX_JSON_BODY};
+use sarvcrawl_core::http::{self as api, MAX_BODY};
 use sarvcrawl_core::ports::KeyDirectory;
 use std::future::Future;
 use std::sync::Arc;
@@ -72,23 +72,10 @@ async fn handle(State(s): State<Server>, req: Request<Body>) -> Response {
         return into_axum(api::unauthorized());
     };
     let (parts, body) = req.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_JSON_BODY).await {
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
-        Err(_) => {
-            // The rest of the body stays unread, so the connection cannot be reused.
-            let mut resp = error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorBody::new(
-                    "PAYLOAD_TOO_LARGE",
-                    &format!("the request body is larger than {MAX_JSON_BODY} bytes"),
-                ),
-            );
-            resp.headers_mut().insert(
-                http::header::CONNECTION,
-                http::HeaderValue::from_static("close"),
-            );
-            return into_axum(resp);
-        }
+        // The rest of the body stays unread: the answer closes the connection.
+        Err(_) => return into_axum(api::too_large()),
     };
     into_axum(api::handle(&s.app, &user, Request::from_parts(parts, bytes)).await)
 }

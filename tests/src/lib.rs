@@ -6,7 +6,7 @@ pub mod fixture;
 pub mod server;
 
 pub use fixture::{tree_paths, tree_site, Route, Site, Tap};
-pub use server::{Api, Serve};
+pub use server::{Api, Reply, Serve};
 
 /// One node of a job's `/tree`, flattened.
 #[derive(Debug, Clone, PartialEq, Eq)]

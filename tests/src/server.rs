@@ -225,6 +225,18 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// Reads a response whole.
+    pub async fn read(resp: reqwest::Response) -> Reply {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.expect("response body");
+        Reply {
+            status,
+            headers,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
@@ -239,15 +251,7 @@ impl Api {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req.send().await.expect("request to sarvcrawl");
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.expect("response body");
-        Reply {
-            status,
-            headers,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        }
+        Reply::read(req.send().await.expect("request to sarvcrawl")).await
     }
 
     pub async fn get(&self, path: &str) -> Reply {

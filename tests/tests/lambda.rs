@@ -9,7 +9,7 @@ use sarvcrawl_aws::bootstrap::{bootstrap, Template};
 use sarvcrawl_aws::lambda::{authorizer, dlq, http, scheduler, worker, Deployment};
 use sarvcrawl_aws::Clients;
 use sarvcrawl_core::domain::{JobId, JobStatus, UserId};
-use sarvcrawl_core::ports::{JobStore, Task, WorkQueue};
+use sarvcrawl_core::ports::{BlobStore, JobStore, Task, WorkQueue};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -37,12 +37,25 @@ fn ulid_suffix() -> u32 {
         .map_or(0, |d| d.subsec_nanos())
 }
 
-/// An API Gateway HTTP API (payload 2.0) event, as the authorizer leaves it.
+/// An API Gateway HTTP API (payload 2.0) event with a JSON body, as the authorizer leaves it.
 fn api_event(
     method: &str,
     path: &str,
     user: Option<&str>,
     body: Option<Value>,
+) -> lambda_http::Request {
+    let body = body.map(|b| (b.to_string(), false));
+    raw_event(method, path, "", user, "application/json", body)
+}
+
+/// An event with any body: `(text, is_base64)`, as API Gateway passes binary bodies.
+fn raw_event(
+    method: &str,
+    path: &str,
+    query: &str,
+    user: Option<&str>,
+    content_type: &str,
+    body: Option<(String, bool)>,
 ) -> lambda_http::Request {
     let mut ctx = json!({
         "accountId": "123456789012", "apiId": "api", "domainName": "api.example.com",
@@ -54,11 +67,11 @@ fn api_event(
     if let Some(u) = user {
         ctx["authorizer"] = json!({"lambda": {"user_id": u}});
     }
+    let (body, base64) = body.map_or((None, false), |(b, e)| (Some(b), e));
     let event = json!({
         "version": "2.0", "routeKey": format!("{method} {path}"), "rawPath": path,
-        "rawQueryString": "", "headers": {"content-type": "application/json", "host": "api.example.com"},
-        "requestContext": ctx, "isBase64Encoded": false,
-        "body": body.map(|b| b.to_string()),
+        "rawQueryString": query, "headers": {"content-type": content_type, "host": "api.example.com"},
+        "requestContext": ctx, "isBase64Encoded": base64, "body": body,
     });
     lambda_http::request::from_str(&event.to_string()).expect("API Gateway v2 event")
 }
@@ -350,4 +363,52 @@ async fn the_sweep_fails_stalled_jobs_only_and_frees_their_slots() {
         .unwrap();
     assert_eq!(again, 1, "only sw2's job");
     assert_eq!(job("sw1", next).await.status, JobStatus::Queued);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_arrives_base64_and_is_in_s3_before_its_task_is_queued() {
+    use base64::Engine;
+    let d = deployment().await;
+    // Bytes that are not UTF-8, as API Gateway sends a binary body.
+    let mut pdfish = b"%PDF-1.4\n".to_vec();
+    pdfish.extend([0xff, 0xfe, 0x00, 0x80]);
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&pdfish);
+    let resp = http::handle(
+        &d.app,
+        raw_event(
+            "POST",
+            "/api/upload",
+            "filename=x.pdf",
+            Some("up"),
+            "application/pdf",
+            Some((encoded, true)),
+        ),
+    )
+    .await;
+    assert_eq!(resp.status(), 202, "{}", body_json(&resp));
+    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+    let job = d
+        .aws
+        .store
+        .get_job(&UserId("up".into()), &id)
+        .await
+        .unwrap()
+        .unwrap();
+    let key = job.request["source_key"].as_str().unwrap().to_string();
+    let stored = d
+        .aws
+        .blobs
+        .get(&key)
+        .await
+        .unwrap()
+        .expect("the upload is in S3");
+    assert_eq!(stored.as_ref(), pdfish.as_slice());
+    let messages = d
+        .aws
+        .queue
+        .receive(10, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].task.job_id, id);
 }

@@ -395,6 +395,23 @@ pub trait KeyDirectory: Send + Sync {
     async fn user_of(&self, api_key: &str) -> StoreResult<Option<UserId>>;
 }
 
+/// One hit of a web search.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchHit {
+    pub url: String,
+    pub title: String,
+    pub snippet: String,
+}
+
+/// A web search engine.
+#[async_trait]
+pub trait SearchProvider: Send + Sync {
+    /// Its name, for logs.
+    fn name(&self) -> &'static str;
+    /// At most `limit` hits for `query`, best first.
+    async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError>;
+}
+
 /// The time, injectable for tests.
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;

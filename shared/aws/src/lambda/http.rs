@@ -6,7 +6,7 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use sarvcrawl_core::app::App;
 use sarvcrawl_core::domain::UserId;
-use sarvcrawl_core::http::{self as api, error_response, ErrorBody, MAX_JSON_BODY};
+use sarvcrawl_core::http::{self as api, MAX_BODY};
 
 /// The user id the Lambda authorizer put in the request context.
 fn user_of(req: &Request) -> Option<UserId> {
@@ -37,11 +37,8 @@ pub async fn handle(app: &App, req: Request) -> Response<Body> {
                     Body::Binary(b) => Bytes::from(b),
                     _ => Bytes::new(),
                 };
-                if bytes.len() > MAX_JSON_BODY {
-                    error_response(
-                        http::StatusCode::PAYLOAD_TOO_LARGE,
-                        ErrorBody::new("PAYLOAD_TOO_LARGE", "the request body is too large"),
-                    )
+                if bytes.len() > MAX_BODY {
+                    api::too_large()
                 } else {
                     api::handle(app, &user, http::Request::from_parts(parts, bytes)).await
                 }

@@ -63,14 +63,18 @@ impl Deployment {
     pub fn new(clients: Clients, names: Names, allow: Vec<IpNet>) -> Result<Self, Error> {
         let aws = Aws::new(&clients, &names);
         let fetcher = Fetcher::new(AddressPolicy::new(allow), FetchConfig::default())?;
-        let app = Arc::new(App::new(
-            aws.store.clone(),
-            aws.queue.clone(),
-            aws.blobs.clone(),
-            Arc::new(SystemClock),
-            Arc::new(fetcher),
-            Config::default(),
-        ));
+        let search = sarvcrawl_core::engine::search::from_env()?;
+        let app = Arc::new(
+            App::new(
+                aws.store.clone(),
+                aws.queue.clone(),
+                aws.blobs.clone(),
+                Arc::new(SystemClock),
+                Arc::new(fetcher),
+                Config::default(),
+            )
+            .with_search(search),
+        );
         Ok(Deployment {
             names,
             clients,

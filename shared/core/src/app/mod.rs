@@ -4,16 +4,19 @@
 pub mod cancel;
 mod crawl;
 mod document;
+mod map;
 pub mod process;
 pub mod query;
 mod runtime;
+mod search;
 pub mod submit;
+pub mod upload;
 pub mod worker;
 
 use crate::domain::validate::Problem;
 use crate::domain::JobId;
 use crate::engine::fetch::Fetcher;
-use crate::ports::{BlobStore, Clock, JobStore, StoreError, WorkQueue};
+use crate::ports::{BlobStore, Clock, JobStore, SearchProvider, StoreError, WorkQueue};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +61,8 @@ pub struct App {
     pub clock: Arc<dyn Clock>,
     pub fetcher: Arc<Fetcher>,
     pub config: Config,
+    /// The web search engine of `search` jobs, when one is configured.
+    pub search: Option<Arc<dyn SearchProvider>>,
     pub(crate) runtime: Runtime,
 }
 
@@ -78,8 +83,15 @@ impl App {
             clock,
             fetcher,
             config,
+            search: None,
             runtime,
         }
+    }
+
+    /// Uses `provider` for `search` jobs.
+    pub fn with_search(mut self, provider: Option<Arc<dyn SearchProvider>>) -> Self {
+        self.search = provider;
+        self
     }
 }
 
@@ -99,6 +111,12 @@ pub enum AppError {
     },
     #[error("rendering is not available on this deployment")]
     RenderUnavailable,
+    #[error("no search provider is configured")]
+    SearchUnavailable,
+    #[error("the body is larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -3,9 +3,10 @@
 
 use super::document::{self, Built};
 use super::runtime::{HostGate, JobRuntime};
-use super::{crawl, App};
+use super::{crawl, map, search, upload, App};
 use crate::domain::{
-    CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, PageOptions, ScrapeRequest,
+    CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, MapRequest, PageOptions,
+    ScrapeRequest, SearchRequest, UploadRequest,
 };
 use crate::engine::fetch::{FetchError, Fetched};
 use crate::engine::robots::{fetch_robots, Robots};
@@ -53,27 +54,67 @@ const MAX_PAUSE: Duration = Duration::from_secs(30);
 enum Request {
     Scrape(ScrapeRequest),
     Crawl(CrawlRequest),
+    Map(MapRequest),
+    Search(SearchRequest),
+    Upload(UploadRequest),
 }
 
 impl Request {
     fn of(job: &Job) -> Result<Self, serde_json::Error> {
+        let r = job.request.clone();
         Ok(match job.kind {
-            JobKind::Scrape => Request::Scrape(serde_json::from_value(job.request.clone())?),
-            JobKind::Crawl => Request::Crawl(serde_json::from_value(job.request.clone())?),
+            JobKind::Scrape => Request::Scrape(serde_json::from_value(r)?),
+            JobKind::Crawl => Request::Crawl(serde_json::from_value(r)?),
+            JobKind::Map => Request::Map(serde_json::from_value(r)?),
+            JobKind::Search => Request::Search(serde_json::from_value(r)?),
+            JobKind::Upload => Request::Upload(serde_json::from_value(r)?),
         })
     }
+}
 
-    fn page(&self) -> &PageOptions {
-        match self {
-            Request::Scrape(r) => &r.page,
-            Request::Crawl(r) => &r.page,
+/// What the one task of a job, or one page of a crawl, produced.
+pub(crate) struct Produced {
+    /// The document (or result) stored for it.
+    pub doc: serde_json::Value,
+    pub status_code: Option<u16>,
+    pub error: Option<JobError>,
+    /// Links to follow (crawls only).
+    pub links: Vec<Url>,
+}
+
+impl Produced {
+    /// A result of a job kind that ends in one document, or its failure.
+    pub(crate) fn result(name: &str, r: Result<serde_json::Value, JobError>) -> Produced {
+        let (doc, error) = match r {
+            Ok(doc) => (doc, None),
+            Err(e) => (document::failed(name, None, None, &e), Some(e)),
+        };
+        Produced {
+            doc,
+            status_code: None,
+            error,
+            links: Vec::new(),
         }
     }
 
-    fn respect_robots(&self) -> bool {
-        match self {
-            Request::Scrape(_) => true,
-            Request::Crawl(r) => r.respect_robots,
+    pub(crate) fn page(url: &str, page: Page) -> Produced {
+        match page {
+            Ok((fetched, built)) => Produced {
+                doc: built.doc,
+                status_code: Some(fetched.status),
+                error: None,
+                links: built.links,
+            },
+            Err(Failure { error, fetched }) => {
+                let final_url = fetched.as_ref().map(|f| &f.url);
+                let status = fetched.as_ref().map(|f| f.status);
+                Produced {
+                    doc: document::failed(url, final_url, status, &error),
+                    status_code: status,
+                    error: Some(error),
+                    links: Vec::new(),
+                }
+            }
         }
     }
 }
@@ -200,15 +241,41 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
         return Ok(Disposition::Wait);
     }
     let (max_concurrency, delay) = match &req {
-        Request::Scrape(_) => (1, 0),
         Request::Crawl(r) => (r.max_concurrency as usize, r.delay_ms),
+        Request::Search(_) => (search::CONCURRENCY, 0),
+        Request::Map(_) => (map::CONCURRENCY, 0),
+        _ => (1, 0),
     };
     let rt = app
         .runtime
         .job(job_id, max_concurrency, Duration::from_millis(delay));
     let mut logs = Vec::new();
-    let page = fetch_page(app, &job, &req, &rt, task, &mut logs).await?;
-    let Some(page) = page else {
+    let produced = match &req {
+        Request::Scrape(r) => fetch_page(app, &job, &r.page, true, &rt, &task.url, &mut logs)
+            .await?
+            .map(|p| Produced::page(&task.url, p)),
+        Request::Crawl(r) => fetch_page(
+            app,
+            &job,
+            &r.page,
+            r.respect_robots,
+            &rt,
+            &task.url,
+            &mut logs,
+        )
+        .await?
+        .map(|p| Produced::page(&task.url, p)),
+        Request::Map(r) => map::run(app, &job, r, &rt, &mut logs).await?,
+        Request::Search(r) => search::run(app, &job, r, &rt, &mut logs).await?,
+        Request::Upload(r) => Some(upload::run(app, r).await?),
+    };
+    let Some(Produced {
+        doc,
+        status_code,
+        error,
+        links,
+    }) = produced
+    else {
         // Cancelled while waiting for a turn.
         app.jobs.append_logs(user, job_id, &logs).await?;
         settle_cancelled(app, task, NodeStatus::Running).await?;
@@ -216,15 +283,6 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
     };
 
     let key = document_key(task);
-    let (doc, status_code, error, links) = match page {
-        Ok((fetched, built)) => (built.doc, Some(fetched.status), None, built.links),
-        Err(Failure { error, fetched }) => {
-            let final_url = fetched.as_ref().map(|f| &f.url);
-            let status = fetched.as_ref().map(|f| f.status);
-            let doc = document::failed(&task.url, final_url, status, &error);
-            (doc, status, Some(error), Vec::new())
-        }
-    };
     let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
     app.blobs.put(&key, Bytes::from(body)).await?;
 
@@ -247,6 +305,9 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
         .await?;
     if c.applied {
         logs.push(match (&error, status_code) {
+            (None, _) if !matches!(req, Request::Scrape(_) | Request::Crawl(_)) => {
+                NewLog::info(format!("{} done", job.kind.as_str()))
+            }
             (None, Some(code)) => NewLog::info(format!("fetched ({code})")).at(task.url.clone()),
             (Some(e), _) => NewLog::warn(format!("failed: {} ({})", e.code.as_str(), e.message))
                 .at(task.url.clone()),
@@ -267,7 +328,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
 }
 
 /// A page that could not be turned into a document.
-struct Failure {
+pub(crate) struct Failure {
     error: JobError,
     fetched: Option<Fetched>,
 }
@@ -281,25 +342,26 @@ impl Failure {
     }
 }
 
-type Page = Result<(Fetched, Built), Failure>;
+pub(crate) type Page = Result<(Fetched, Built), Failure>;
 
 /// Robots, the concurrency gates, a last cancel check, the fetch and the extraction.
 /// `None` when the job was cancelled before the fetch started.
-async fn fetch_page(
+pub(crate) async fn fetch_page(
     app: &App,
     job: &Job,
-    req: &Request,
+    opts: &PageOptions,
+    respect_robots: bool,
     rt: &JobRuntime,
-    task: &Task,
+    url: &str,
     logs: &mut Vec<NewLog>,
 ) -> StoreResult<Option<Page>> {
-    let Ok(url) = Url::parse(&task.url) else {
+    let Ok(url) = Url::parse(url) else {
         return Ok(Some(Err(Failure::new(
             ErrorCode::FetchFailed,
             "invalid URL",
         ))));
     };
-    if req.respect_robots() {
+    if respect_robots {
         let robots = robots_for(app, rt, &url, logs).await;
         if let Robots::Unreachable(e) = robots.as_ref() {
             return Ok(Some(Err(Failure::new(e.code(), e.to_string()))));
@@ -325,14 +387,13 @@ async fn fetch_page(
     if !rt.pace().await {
         return Ok(None);
     }
-    let opts = req.page();
     let fetched = match fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await
     {
         Ok(f) => f,
         Err(e) => return Ok(Some(Err(Failure::new(e.code(), e.to_string())))),
     };
     let opts = opts.clone();
-    let requested = task.url.clone();
+    let requested = url.to_string();
     let now = app.clock.now();
     let cpu = app.runtime.cpu.clone().acquire_owned().await.ok();
     let built = tokio::task::spawn_blocking(move || {
@@ -386,7 +447,12 @@ async fn fetch_politely(
 }
 
 /// The robots rules of `url`'s origin, fetched once per job and logged when first read.
-async fn robots_for(app: &App, rt: &JobRuntime, url: &Url, logs: &mut Vec<NewLog>) -> Arc<Robots> {
+pub(crate) async fn robots_for(
+    app: &App,
+    rt: &JobRuntime,
+    url: &Url,
+    logs: &mut Vec<NewLog>,
+) -> Arc<Robots> {
     let origin = url.origin().ascii_serialization();
     let mut cache = rt.robots.lock().await;
     if let Some(r) = cache.get(&origin) {

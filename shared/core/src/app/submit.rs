@@ -1,49 +1,78 @@
 //! Submitting a job: validate, store the job with its slot and root node, queue the work.
 
-use super::{App, AppError};
+use super::{search, App, AppError};
 use crate::domain::validate::Problem;
 use crate::domain::{
-    CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, ScrapeRequest, UserId,
+    CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, MapRequest, ScrapeRequest,
+    SearchRequest, UserId,
 };
 use crate::engine::urls::normalise;
-use crate::ports::{CreateOutcome, NewLog, SlotClaim, Task};
+use crate::ports::{CreateOutcome, NewLog, SlotClaim, StoreError, Task};
 use url::Url;
 
-/// Validates `body` as a request of `kind`, stores the job and queues its first task.
+/// Validates the JSON `body` as a request of `kind`, stores the job and queues its first task.
+/// (Uploads have a body of their own: [`super::upload::submit`].)
 pub async fn submit(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Result<Job, AppError> {
-    let (request, url, render) = match kind {
+    let invalid = AppError::Invalid;
+    let (request, root, render) = match kind {
         JobKind::Scrape => {
-            let r = ScrapeRequest::parse(body).map_err(AppError::Invalid)?;
-            let render = r.page.render;
-            (serde_json::to_value(&r), r.url, render)
+            let r = ScrapeRequest::parse(body).map_err(invalid)?;
+            (serde_json::to_value(&r), root_url(&r.url)?, r.page.render)
         }
         JobKind::Crawl => {
-            let r = CrawlRequest::parse(body).map_err(AppError::Invalid)?;
-            let render = r.page.render;
-            (serde_json::to_value(&r), r.url, render)
+            let r = CrawlRequest::parse(body).map_err(invalid)?;
+            (serde_json::to_value(&r), root_url(&r.url)?, r.page.render)
+        }
+        JobKind::Map => {
+            let r = MapRequest::parse(body).map_err(invalid)?;
+            (serde_json::to_value(&r), root_url(&r.url)?, false)
+        }
+        JobKind::Search => {
+            let r = SearchRequest::parse(body).map_err(invalid)?;
+            if app.search.is_none() {
+                return Err(AppError::SearchUnavailable);
+            }
+            let name = search::node_name(&r.query);
+            (serde_json::to_value(&r), name, r.scrape && r.page.render)
+        }
+        JobKind::Upload => {
+            return Err(AppError::Invalid(vec![Problem {
+                field: "body".into(),
+                problem: "an upload is the document itself: POST it to /api/upload".into(),
+            }]))
         }
     };
     if render && !app.config.render_available {
         return Err(AppError::RenderUnavailable);
     }
-    let request = request.map_err(|e| AppError::Store(crate::ports::StoreError::new(e)))?;
-    let root = Url::parse(&url)
+    let request = request.map_err(StoreError::new)?;
+    let job = Job::new(user.clone(), kind, request, app.clock.now());
+    create(app, job, root).await
+}
+
+/// The normalised form of a validated URL.
+fn root_url(url: &str) -> Result<String, AppError> {
+    Url::parse(url)
         .map(|u| normalise(&u).to_string())
         .map_err(|e| {
             AppError::Invalid(vec![Problem {
                 field: "url".into(),
                 problem: e.to_string(),
             }])
-        })?;
-    let now = app.clock.now();
-    let job = Job::new(user.clone(), kind, request, now);
+        })
+}
+
+/// Stores a new job (taking its kind's slot) with its root node named `root`, and queues the
+/// root's task.
+pub(crate) async fn create(app: &App, job: Job, root: String) -> Result<Job, AppError> {
+    let (user, kind, now) = (job.user_id.clone(), job.kind, job.created_at);
     let lease =
         chrono::Duration::from_std(app.config.slot_lease).unwrap_or(chrono::Duration::minutes(15));
-    let slot = SlotClaim {
+    let slot = kind.has_own_slot().then_some(SlotClaim {
         kind,
         lease_until: now + lease,
-    };
-    match app.jobs.create_job(&job, &root, Some(slot)).await? {
+    });
+    match app.jobs.create_job(&job, &root, slot).await? {
         CreateOutcome::Created => {}
         CreateOutcome::SlotBusy { active_job_id } => {
             return Err(AppError::ConcurrencyLimit {
@@ -63,7 +92,7 @@ pub async fn submit(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Res
         let error = JobError::new(ErrorCode::Internal, "the job could not be queued");
         app.jobs
             .finish_job(
-                user,
+                &user,
                 &job.job_id,
                 JobStatus::Failed,
                 Some(error),
@@ -74,7 +103,7 @@ pub async fn submit(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Res
     }
     app.jobs
         .append_logs(
-            user,
+            &user,
             &job.job_id,
             &[NewLog::info(format!("{} of {root} queued", kind.as_str())).at(root.clone())],
         )

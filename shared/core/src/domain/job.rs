@@ -10,22 +10,39 @@ use serde::{Deserialize, Serialize};
 pub enum JobKind {
     Scrape,
     Crawl,
+    Map,
+    Search,
+    Upload,
 }
 
 impl JobKind {
+    /// Every kind, in API.md's order.
+    pub const ALL: [JobKind; 5] = [
+        JobKind::Scrape,
+        JobKind::Crawl,
+        JobKind::Map,
+        JobKind::Search,
+        JobKind::Upload,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::Scrape => "scrape",
             JobKind::Crawl => "crawl",
+            JobKind::Map => "map",
+            JobKind::Search => "search",
+            JobKind::Upload => "upload",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "scrape" => Some(JobKind::Scrape),
-            "crawl" => Some(JobKind::Crawl),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Whether a user may run only one job of this kind at a time (its own slot); the other
+    /// kinds share the per-user cap on active jobs.
+    pub fn has_own_slot(self) -> bool {
+        matches!(self, JobKind::Scrape | JobKind::Crawl)
     }
 }
 

@@ -7,4 +7,6 @@ pub mod validate;
 
 pub use ids::{JobId, UserId};
 pub use job::{ErrorCode, Job, JobError, JobKind, JobStatus, Progress};
-pub use request::{CrawlRequest, Format, PageOptions, ScrapeRequest};
+pub use request::{
+    CrawlRequest, Format, MapRequest, PageOptions, ScrapeRequest, SearchRequest, UploadRequest,
+};

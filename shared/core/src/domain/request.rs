@@ -77,6 +77,39 @@ pub struct CrawlRequest {
     pub page: PageOptions,
 }
 
+/// `POST /api/map`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MapRequest {
+    pub url: String,
+    pub limit: u64,
+    pub use_sitemap: bool,
+    pub include_subdomains: bool,
+    pub search: Option<String>,
+}
+
+/// `POST /api/search`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchRequest {
+    pub query: String,
+    pub limit: u64,
+    pub scrape: bool,
+    #[serde(flatten)]
+    pub page: PageOptions,
+}
+
+/// `POST /api/upload`: what the query string and the body's type said. The bytes themselves
+/// are stored apart, under `source_key`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UploadRequest {
+    pub filename: Option<String>,
+    pub base_url: Option<String>,
+    pub content_type: String,
+    pub bytes: u64,
+    pub source_key: String,
+    #[serde(flatten)]
+    pub page: PageOptions,
+}
+
 const MAX_SELECTORS: usize = 20;
 const MAX_SELECTOR_LEN: usize = 512;
 const MAX_PATTERNS: usize = 20;
@@ -216,6 +249,96 @@ impl CrawlRequest {
             respect_robots,
             max_concurrency,
             delay_ms,
+            page,
+        })
+    }
+}
+
+impl MapRequest {
+    /// Parses and validates a map body.
+    pub fn parse(body: &[u8]) -> Result<Self, Vec<Problem>> {
+        let mut f = Fields::from_body(body)?;
+        let url = f.url("url");
+        let limit = f.integer("limit", 1000, 1, 30_000);
+        let use_sitemap = f.boolean("use_sitemap", true);
+        let include_subdomains = f.boolean("include_subdomains", false);
+        let search = f.string("search", 256);
+        f.finish()?;
+        Ok(MapRequest {
+            url: url.map(String::from).unwrap_or_default(),
+            limit,
+            use_sitemap,
+            include_subdomains,
+            search,
+        })
+    }
+}
+
+impl SearchRequest {
+    /// Parses and validates a search body; `scrape` takes the page options of a scrape.
+    pub fn parse(body: &[u8]) -> Result<Self, Vec<Problem>> {
+        let mut f = Fields::from_body(body)?;
+        let query = f.string("query", 512);
+        if query.as_deref().is_some_and(|q| q.trim().is_empty()) {
+            f.problem("query", "must not be empty");
+        } else if query.is_none() {
+            f.problem("query", "is required");
+        }
+        let limit = f.integer("limit", 5, 1, 20);
+        let scrape = f.boolean("scrape", true);
+        let page = page_options(&mut f);
+        f.finish()?;
+        Ok(SearchRequest {
+            query: query.unwrap_or_default(),
+            limit,
+            scrape,
+            page,
+        })
+    }
+}
+
+impl UploadRequest {
+    /// Validates an upload's query parameters: `filename`, `base_url`, and the page options
+    /// that make sense for a document at hand (`formats` comma-separated, `only_main_content`,
+    /// the selectors).
+    pub fn parse(
+        query: &BTreeMap<String, String>,
+        content_type: &str,
+        bytes: u64,
+        source_key: String,
+    ) -> Result<Self, Vec<Problem>> {
+        let mut map = serde_json::Map::new();
+        for (k, v) in query {
+            let value = match k.as_str() {
+                "formats" | "include_selectors" | "exclude_selectors" => {
+                    serde_json::json!(v.split(',').map(str::trim).collect::<Vec<_>>())
+                }
+                "only_main_content" => match v.as_str() {
+                    "true" => serde_json::json!(true),
+                    "false" => serde_json::json!(false),
+                    _ => serde_json::json!(v),
+                },
+                "filename" | "base_url" => serde_json::json!(v),
+                // Anything else is refused by name below.
+                _ => serde_json::Value::Bool(false),
+            };
+            map.insert(k.clone(), value);
+        }
+        let body = serde_json::Value::Object(map).to_string();
+        let mut f = Fields::from_body(body.as_bytes())?;
+        let filename = f.string("filename", 255);
+        let base_url = f.optional_url("base_url");
+        let page = PageOptions {
+            render: false,
+            ..page_options(&mut f)
+        };
+        f.finish()?;
+        Ok(UploadRequest {
+            filename,
+            base_url: base_url.map(String::from),
+            content_type: content_type.to_string(),
+            bytes,
+            source_key,
             page,
         })
     }

@@ -81,6 +81,15 @@ impl Fields {
         }
     }
 
+    /// An optional absolute http(s) URL of at most [`MAX_URL_BYTES`].
+    pub fn optional_url(&mut self, field: &str) -> Option<url::Url> {
+        if self.map.get(field).is_none_or(Value::is_null) {
+            self.seen.insert(field.to_string());
+            return None;
+        }
+        self.url(field)
+    }
+
     pub fn boolean(&mut self, field: &str, default: bool) -> bool {
         match self.take(field) {
             None => default,

@@ -5,5 +5,6 @@ pub mod extract;
 pub mod fetch;
 pub mod guard;
 pub mod robots;
+pub mod search;
 pub mod sitemap;
 pub mod urls;

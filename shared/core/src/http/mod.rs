@@ -3,7 +3,7 @@
 
 mod response;
 
-use crate::app::{cancel, query, submit, App, AppError};
+use crate::app::{cancel, query, submit, upload, App, AppError};
 use crate::domain::validate::Problem;
 use crate::domain::{Job, JobKind, JobStatus, UserId};
 use bytes::Bytes;
@@ -16,6 +16,8 @@ pub use response::{error_response, ErrorBody};
 
 /// Largest JSON body a submit route reads.
 pub const MAX_JSON_BODY: usize = 1024 * 1024;
+/// Largest body a transport passes on: an upload's document and its multipart framing.
+pub const MAX_BODY: usize = upload::MAX_UPLOAD + 64 * 1024;
 
 /// `GET /api/health`, which needs no key.
 pub fn health() -> Response<Bytes> {
@@ -33,6 +35,11 @@ pub fn unauthorized() -> Response<Bytes> {
     )
 }
 
+/// The answer to a body over [`MAX_BODY`], which a transport stops reading.
+pub fn too_large() -> Response<Bytes> {
+    error(AppError::TooLarge(MAX_BODY))
+}
+
 /// Routes an authenticated request.
 pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<Bytes> {
     let path = req.uri().path().trim_end_matches('/').to_string();
@@ -40,12 +47,21 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
     let segments: Vec<&str> = path.split('/').skip(1).collect();
     let result = match (req.method(), segments.as_slice()) {
         (&Method::GET, ["api", "health"]) => return health(),
-        (&Method::POST, ["api", "scrape"]) => {
-            submit_job(app, user, JobKind::Scrape, req.body()).await
+        (&Method::POST, ["api", "upload"]) => {
+            let content_type = req
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok());
+            let query: std::collections::BTreeMap<_, _> = query.into_iter().collect();
+            upload::submit(app, user, &query, content_type, req.body().clone())
+                .await
+                .map(|job| accepted(&job))
         }
-        (&Method::POST, ["api", "crawl"]) => {
-            submit_job(app, user, JobKind::Crawl, req.body()).await
-        }
+        (&Method::POST, ["api", kind]) => match JobKind::parse(kind) {
+            None => Err(AppError::NotFound),
+            Some(_) if req.body().len() > MAX_JSON_BODY => Err(AppError::TooLarge(MAX_JSON_BODY)),
+            Some(kind) => submit_job(app, user, kind, req.body()).await,
+        },
         (&Method::GET, ["api", "jobs"]) => list_jobs(app, user, &query).await,
         (&Method::GET, ["api", "jobs", id]) => get_job(app, user, id).await,
         (&Method::GET, ["api", "jobs", id, "results"]) => results(app, user, id, &query).await,
@@ -157,12 +173,17 @@ async fn submit_job(
     body: &[u8],
 ) -> Result<Response<Bytes>, AppError> {
     let job = submit::submit(app, user, kind, body).await?;
+    Ok(accepted(&job))
+}
+
+/// The 202 answer to a submit.
+fn accepted(job: &Job) -> Response<Bytes> {
     let body = json!({
         "job_id": job.job_id,
-        "kind": kind.as_str(),
+        "kind": job.kind.as_str(),
         "status": job.status.as_str(),
         "created_at": response::timestamp(job.created_at),
-        "links": job_links(&job),
+        "links": job_links(job),
     });
     let mut resp = json_response(StatusCode::ACCEPTED, &body);
     let headers = resp.headers_mut();
@@ -173,7 +194,7 @@ async fn submit_job(
         http::header::RETRY_AFTER,
         http::HeaderValue::from_static("1"),
     );
-    Ok(resp)
+    resp
 }
 
 async fn get_job(app: &App, user: &UserId, id: &str) -> Result<Response<Bytes>, AppError> {
@@ -198,9 +219,10 @@ async fn list_jobs(
     q: &HashMap<String, String>,
 ) -> Result<Response<Bytes>, AppError> {
     let kind = match q.get("kind") {
-        Some(k) => {
-            Some(JobKind::parse(k).ok_or_else(|| invalid("kind", "must be scrape or crawl"))?)
-        }
+        Some(k) => Some(
+            JobKind::parse(k)
+                .ok_or_else(|| invalid("kind", "must be scrape, crawl, map, search or upload"))?,
+        ),
         None => None,
     };
     let status = match q.get("status") {

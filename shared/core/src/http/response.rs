@@ -88,6 +88,31 @@ pub(crate) fn error(e: AppError) -> Response<Bytes> {
                 "this deployment has no headless browser for render: true",
             ),
         ),
+        AppError::SearchUnavailable => error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorBody::new(
+                "SEARCH_UNAVAILABLE",
+                "this deployment has no search provider configured",
+            ),
+        ),
+        AppError::TooLarge(max) => {
+            let mut resp = error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorBody::new(
+                    "PAYLOAD_TOO_LARGE",
+                    &format!("the body is larger than {max} bytes"),
+                ),
+            );
+            resp.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            resp
+        }
+        AppError::UnsupportedMediaType(message) => error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorBody::new("UNSUPPORTED_MEDIA_TYPE", &message),
+        ),
         AppError::Store(e) => {
             tracing::error!(error = %e, "request failed");
             error_response(

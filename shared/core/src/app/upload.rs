@@ -1,0 +1,294 @@
+//! Uploads: a document sent in the request (raw or as the `file` part of a multipart form),
+//! checked, stored with the job's documents, then extracted by a worker like a fetched page.
+//! PDFs yield the text of their pages.
+
+use super::process::Produced;
+use super::{document, submit, App, AppError};
+use crate::domain::{ErrorCode, Job, JobError, JobKind, UploadRequest, UserId};
+use crate::engine::fetch::Fetched;
+use crate::ports::StoreResult;
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use url::Url;
+
+/// Largest document accepted.
+pub const MAX_UPLOAD: usize = 4 * 1024 * 1024;
+
+/// The types an upload may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Media {
+    Html,
+    Xhtml,
+    Plain,
+    Markdown,
+    Pdf,
+}
+
+impl Media {
+    fn of_type(content_type: &str) -> Option<Self> {
+        let t = content_type.split(';').next().unwrap_or_default().trim();
+        Some(match t.to_ascii_lowercase().as_str() {
+            "text/html" => Media::Html,
+            "application/xhtml+xml" => Media::Xhtml,
+            "text/plain" => Media::Plain,
+            "text/markdown" | "text/x-markdown" => Media::Markdown,
+            "application/pdf" => Media::Pdf,
+            _ => return None,
+        })
+    }
+
+    fn of_name(name: &str) -> Option<Self> {
+        let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
+        Some(match ext.as_str() {
+            "html" | "htm" => Media::Html,
+            "xhtml" => Media::Xhtml,
+            "txt" => Media::Plain,
+            "md" | "markdown" => Media::Markdown,
+            "pdf" => Media::Pdf,
+            _ => return None,
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Media::Html => "text/html",
+            Media::Xhtml => "application/xhtml+xml",
+            Media::Plain => "text/plain",
+            Media::Markdown => "text/markdown",
+            Media::Pdf => "application/pdf",
+        }
+    }
+}
+
+fn unsupported(what: &str) -> AppError {
+    AppError::UnsupportedMediaType(format!(
+        "{what}: send text/html, application/xhtml+xml, text/plain, text/markdown or application/pdf"
+    ))
+}
+
+/// The document of a multipart form: its `file` part, with its type and file name.
+async fn file_part(
+    content_type: &str,
+    body: Bytes,
+) -> Result<(Bytes, Option<String>, Option<String>), AppError> {
+    let boundary = multer::parse_boundary(content_type).map_err(|_| {
+        AppError::Invalid(vec![crate::domain::validate::Problem {
+            field: "body".into(),
+            problem: "multipart/form-data without a boundary".into(),
+        }])
+    })?;
+    let stream = futures::stream::once(async move { Ok::<_, std::io::Error>(body) });
+    let constraints = multer::Constraints::new()
+        .size_limit(multer::SizeLimit::new().per_field(MAX_UPLOAD as u64));
+    let mut form = multer::Multipart::with_constraints(stream, boundary, constraints);
+    let invalid = |problem: String| {
+        AppError::Invalid(vec![crate::domain::validate::Problem {
+            field: "file".into(),
+            problem,
+        }])
+    };
+    loop {
+        let field = match form.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => return Err(invalid("is required (a part named file)".into())),
+            Err(multer::Error::FieldSizeExceeded { .. }) => {
+                return Err(AppError::TooLarge(MAX_UPLOAD))
+            }
+            Err(e) => return Err(invalid(format!("the form cannot be read: {e}"))),
+        };
+        if field.name() != Some("file") {
+            continue;
+        }
+        let part_type = field.content_type().map(|m| m.to_string());
+        let name = field.file_name().map(str::to_string);
+        return match field.bytes().await {
+            Ok(b) => Ok((b, part_type, name)),
+            Err(multer::Error::FieldSizeExceeded { .. }) => Err(AppError::TooLarge(MAX_UPLOAD)),
+            Err(e) => Err(invalid(format!("the form cannot be read: {e}"))),
+        };
+    }
+}
+
+/// Checks an upload, stores its bytes and queues its job. `query` holds the query string's
+/// parameters (`filename`, `base_url`, `formats`, ...), `content_type` the request's header.
+pub async fn submit(
+    app: &App,
+    user: &UserId,
+    query: &BTreeMap<String, String>,
+    content_type: Option<&str>,
+    body: Bytes,
+) -> Result<Job, AppError> {
+    let content_type = content_type.unwrap_or_default();
+    let (bytes, declared, part_name) = if content_type
+        .to_ascii_lowercase()
+        .starts_with("multipart/form-data")
+    {
+        file_part(content_type, body).await?
+    } else {
+        (body, Some(content_type.to_string()), None)
+    };
+    if bytes.len() > MAX_UPLOAD {
+        return Err(AppError::TooLarge(MAX_UPLOAD));
+    }
+    if bytes.is_empty() {
+        return Err(AppError::Invalid(vec![crate::domain::validate::Problem {
+            field: "body".into(),
+            problem: "is empty".into(),
+        }]));
+    }
+    let filename = query.get("filename").cloned().or(part_name);
+    let media = declared
+        .as_deref()
+        .filter(|t| !t.is_empty() && !t.starts_with("application/octet-stream"))
+        .map(|t| Media::of_type(t).ok_or_else(|| unsupported(&format!("{t} is not accepted"))))
+        .transpose()?
+        .or_else(|| filename.as_deref().and_then(Media::of_name))
+        .ok_or_else(|| unsupported("the document's type is unknown"))?;
+    // V5: the declared type is checked against the content. A PDF must be one; text that
+    // holds binary data is kept as plain text, never interpreted.
+    let media = match media {
+        Media::Pdf if !bytes.starts_with(b"%PDF-") => {
+            return Err(unsupported("the body is not a PDF document"))
+        }
+        Media::Pdf => Media::Pdf,
+        m if bytes[..bytes.len().min(8192)].contains(&0) => {
+            tracing::info!(declared = m.as_str(), "binary content kept as plain text");
+            Media::Plain
+        }
+        m => m,
+    };
+    let mut query = query.clone();
+    if let Some(name) = &filename {
+        query.insert("filename".into(), name.clone());
+    }
+    let mut job = Job::new(user.clone(), JobKind::Upload, Value::Null, app.clock.now());
+    let key = format!("{}/{}/upload", user, job.job_id);
+    let request = UploadRequest::parse(&query, media.as_str(), bytes.len() as u64, key.clone())
+        .map_err(AppError::Invalid)?;
+    job.request = serde_json::to_value(&request).map_err(crate::ports::StoreError::new)?;
+    app.blobs.put(&key, bytes).await?;
+    submit::create(app, job, node_name(&request)).await
+}
+
+/// The name of an upload's one node and document.
+fn node_name(req: &UploadRequest) -> String {
+    format!("upload:{}", req.filename.as_deref().unwrap_or("document"))
+}
+
+/// Extracts an uploaded document (the worker's part).
+pub(crate) async fn run(app: &App, req: &UploadRequest) -> StoreResult<Produced> {
+    let name = node_name(req);
+    let Some(bytes) = app.blobs.get(&req.source_key).await? else {
+        let e = JobError::new(ErrorCode::Internal, "the uploaded document is missing");
+        return Ok(Produced::result(&name, Err(e)));
+    };
+    let req = req.clone();
+    let now = app.clock.now();
+    let name2 = name.clone();
+    let cpu = app.runtime.cpu.clone().acquire_owned().await.ok();
+    let built = tokio::task::spawn_blocking(move || {
+        let _cpu = cpu;
+        std::panic::catch_unwind(|| extract(&req, &name2, bytes, now))
+    })
+    .await;
+    let r = match built {
+        Ok(Ok(r)) => r,
+        _ => Err(JobError::new(
+            ErrorCode::UnsupportedContent,
+            "the document could not be read",
+        )),
+    };
+    Ok(Produced::result(&name, r))
+}
+
+fn extract(
+    req: &UploadRequest,
+    name: &str,
+    bytes: Bytes,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Value, JobError> {
+    let base = req.base_url.as_deref().and_then(|u| Url::parse(u).ok());
+    let mut doc = if Media::of_type(&req.content_type) == Some(Media::Pdf) {
+        pdf(req, name, &bytes)?
+    } else {
+        let fetched = Fetched {
+            url: base
+                .clone()
+                .or_else(|| Url::parse(name).ok())
+                .ok_or_else(|| JobError::new(ErrorCode::Internal, "no document URL"))?,
+            status: 200,
+            content_type: Some(req.content_type.clone()),
+            retry_after: None,
+            body: bytes,
+            elapsed: Duration::ZERO,
+        };
+        document::build(&fetched, name, &req.page, now)?.doc
+    };
+    doc["url"] = json!(base.as_ref().map(Url::as_str));
+    doc["requested_url"] = Value::Null;
+    doc["status_code"] = Value::Null;
+    if let Some(meta) = doc.get_mut("metadata") {
+        meta["filename"] = json!(req.filename);
+    }
+    Ok(doc)
+}
+
+/// Text and Markdown of a PDF's pages.
+fn pdf(req: &UploadRequest, name: &str, bytes: &[u8]) -> Result<Value, JobError> {
+    use crate::domain::Format;
+    let pdf = lopdf::Document::load_mem(bytes).map_err(|e| {
+        JobError::new(
+            ErrorCode::UnsupportedContent,
+            format!("the PDF cannot be read: {e}"),
+        )
+    })?;
+    let pages: Vec<String> = pdf
+        .get_pages()
+        .keys()
+        .map(|n| pdf.extract_text(&[*n]).unwrap_or_default())
+        .map(|t| t.trim().to_string())
+        .collect();
+    let mut doc = Map::new();
+    doc.insert("url".into(), Value::Null);
+    doc.insert("requested_url".into(), json!(name));
+    doc.insert("status_code".into(), Value::Null);
+    doc.insert("content_type".into(), json!("application/pdf"));
+    if req.page.wants(Format::Markdown) {
+        let md: Vec<String> = pages
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!("## Page {}\n\n{t}", i + 1))
+            .collect();
+        doc.insert("markdown".into(), json!(md.join("\n\n")));
+    }
+    if req.page.wants(Format::Text) {
+        doc.insert("text".into(), json!(pages.join("\n\n")));
+    }
+    if req.page.wants(Format::Metadata) {
+        doc.insert(
+            "metadata".into(),
+            json!({"title": null, "description": null, "language": null,
+                   "canonical_url": null, "bytes": bytes.len(), "pages": pages.len()}),
+        );
+    }
+    Ok(Value::Object(doc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_types_by_header_and_by_name() {
+        assert_eq!(
+            Media::of_type("text/html; charset=utf-8"),
+            Some(Media::Html)
+        );
+        assert_eq!(Media::of_type("image/png"), None);
+        assert_eq!(Media::of_name("notes.MD"), Some(Media::Markdown));
+        assert_eq!(Media::of_name("report.pdf"), Some(Media::Pdf));
+        assert_eq!(Media::of_name("run.exe"), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! Uploads end to end: HTML through the scrape pipeline (links resolved against `base_url`),
+//! Markdown passed through, a PDF made here read page by page, raw and multipart bodies, and
+//! the limits: 5 MiB -> 413, an image -> 415, a declared type that the content contradicts.
+
+use e2e::{Reply, Serve};
+use serde_json::Value;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Posts `body` raw to `/api/upload?query` with `content_type`.
+async fn upload(api: &e2e::Api, query: &str, content_type: &str, body: Vec<u8>) -> Reply {
+    let resp = api
+        .http
+        .post(format!("{}/api/upload?{query}", api.base))
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .expect("upload");
+    Reply::read(resp).await
+}
+
+async fn document(api: &e2e::Api, r: Reply) -> (String, Value) {
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.body["job_id"].as_str().expect("job_id").to_string();
+    let job = api.wait(&id, WAIT).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(job["kind"], "upload");
+    (id, job["result"].clone())
+}
+
+/// A two-page PDF with one line of text on each page.
+fn pdf(lines: [&str; 2]) -> Vec<u8> {
+    use lopdf::content::{Content, Operation};
+    use lopdf::{dictionary, Document, Object, Stream};
+    let mut doc = Document::with_version("1.5");
+    let pages_id = doc.new_object_id();
+    let font_id = doc.add_object(dictionary! {
+        "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica",
+    });
+    let resources_id = doc.add_object(dictionary! {
+        "Font" => dictionary! { "F1" => font_id },
+    });
+    let mut kids = Vec::new();
+    for line in lines {
+        let content = Content {
+            operations: vec![
+                Operation::new("BT", vec![]),
+                Operation::new("Tf", vec!["F1".into(), 24.into()]),
+                Operation::new("Td", vec![72.into(), 700.into()]),
+                Operation::new("Tj", vec![Object::string_literal(line)]),
+                Operation::new("ET", vec![]),
+            ],
+        };
+        let content_id = doc.add_object(Stream::new(dictionary! {}, content.encode().unwrap()));
+        let page_id = doc.add_object(dictionary! {
+            "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
+            "Resources" => resources_id, "MediaBox" => vec![0.into(), 0.into(), 612.into(), 792.into()],
+        });
+        kids.push(Object::from(page_id));
+    }
+    let count = kids.len() as i64;
+    doc.objects.insert(
+        pages_id,
+        Object::Dictionary(dictionary! { "Type" => "Pages", "Kids" => kids, "Count" => count }),
+    );
+    let catalog_id = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
+    doc.trailer.set("Root", catalog_id);
+    let mut out = Vec::new();
+    doc.save_to(&mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn html_markdown_and_pdf_become_documents() {
+    let serve = Serve::start();
+    let api = serve.api(None);
+
+    let html = "<html><head><title>Report</title></head><body><nav>menu</nav><main>\
+                <h1>Quarterly report</h1><p>See <a href=\"/details\">details</a>.</p></main></body></html>";
+    let r = upload(
+        &api,
+        "filename=report.html&base_url=https://example.com/reports/&formats=markdown,links,metadata",
+        "text/html; charset=utf-8",
+        html.as_bytes().to_vec(),
+    )
+    .await;
+    let (id, doc) = document(&api, r).await;
+    assert_eq!(
+        doc["markdown"],
+        "# Quarterly report\n\nSee [details](https://example.com/details)."
+    );
+    assert_eq!(doc["links"][0], "https://example.com/details");
+    assert_eq!(doc["metadata"]["title"], "Report");
+    assert_eq!(doc["metadata"]["filename"], "report.html");
+    assert_eq!(doc["url"], "https://example.com/reports/");
+    let results = api.all_results(&id).await;
+    assert_eq!(
+        results.len(),
+        1,
+        "the job's one document is in /results too"
+    );
+
+    let md = "# Notes\n\n- one\n- two\n";
+    let r = upload(
+        &api,
+        "filename=notes.md",
+        "text/markdown",
+        md.as_bytes().to_vec(),
+    )
+    .await;
+    let (_, doc) = document(&api, r).await;
+    assert_eq!(doc["markdown"], md);
+
+    // Multipart, with the PDF's type given by its part.
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(pdf(["Hello from page one", "And page two"]))
+            .file_name("paper.pdf")
+            .mime_str("application/pdf")
+            .unwrap(),
+    );
+    let resp = api
+        .http
+        .post(format!(
+            "{}/api/upload?formats=markdown,text,metadata",
+            api.base
+        ))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let (_, doc) = document(&api, Reply::read(resp).await).await;
+    let markdown = doc["markdown"].as_str().unwrap();
+    assert!(
+        markdown.starts_with("## Page 1\n\nHello from page one"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("## Page 2\n\nAnd page two"), "{markdown}");
+    assert!(doc["text"]
+        .as_str()
+        .unwrap()
+        .contains("Hello from page one"));
+    assert_eq!(doc["metadata"]["pages"], 2);
+    assert_eq!(doc["metadata"]["filename"], "paper.pdf");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oversized_unsupported_and_mislabelled_uploads_are_refused() {
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let big = vec![b'a'; 5 * 1024 * 1024];
+    let r = upload(&api, "", "text/plain", big).await;
+    assert_eq!(r.status, 413);
+    assert_eq!(r.body["error"]["code"], "PAYLOAD_TOO_LARGE");
+
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    let r = upload(&api, "filename=logo.png", "image/png", png.clone()).await;
+    assert_eq!(r.status, 415);
+    assert_eq!(r.body["error"]["code"], "UNSUPPORTED_MEDIA_TYPE");
+    let r = upload(&api, "filename=x.pdf", "application/pdf", png).await;
+    assert_eq!(r.status, 415, "a PDF must be one");
+
+    let r = upload(&api, "colour=blue", "text/plain", b"hi".to_vec()).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body["error"]["details"][0]["field"], "colour");
+    let jobs = api.get("/api/jobs").await;
+    assert_eq!(
+        jobs.body["jobs"].as_array().map(Vec::len),
+        Some(0),
+        "nothing stored"
+    );
+
+    // An executable declared as HTML is read as plain text, never interpreted.
+    let mut elf = b"\x7fELF\x02\x01\x01\0\0\0".to_vec();
+    elf.extend_from_slice(b"<script>alert(1)</script>");
+    let r = upload(&api, "formats=text", "text/html", elf).await;
+    let (_, doc) = document(&api, r).await;
+    assert_eq!(doc["content_type"], "text/plain");
+    assert!(doc["text"]
+        .as_str()
+        .unwrap()
+        .contains("<script>alert(1)</script>"));
+}
