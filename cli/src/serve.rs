@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// User-Agent sent with every request.
     #[arg(long, env = "SARVCRAWL_USER_AGENT")]
     user_agent: Option<String>,
+
+    /// Active map, search and upload jobs a user may have at once (scrape and crawl have one
+    /// slot each).
+    #[arg(long, env = "SARVCRAWL_MAX_ACTIVE_JOBS", default_value_t = 10)]
+    max_active_jobs: u32,
 }
 
 fn load_keys(args: &ServeArgs) -> Result<KeyRing, String> {
@@ -121,6 +126,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             Arc::new(fetcher),
             Config {
                 task_lease: visibility,
+                max_active_jobs: args.max_active_jobs.max(1),
                 ..Config::default()
             },
         )

@@ -166,3 +166,54 @@ async fn map_stops_at_limit_and_filters_by_search() {
     assert_eq!(bad.status, 400);
     assert_eq!(bad.body["error"]["details"][0]["field"], "limit");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn map_search_and_upload_share_the_cap_on_active_jobs() {
+    let mut routes = std::collections::HashMap::new();
+    routes.insert(
+        "/".to_string(),
+        Route::Slow(
+            Duration::from_secs(20),
+            Box::new(Route::Html("<p>slow</p>".into())),
+        ),
+    );
+    let site = Site::start(routes).await;
+    let serve = Serve::with(
+        &["--allow-net", "127.0.0.1/32", "--max-active-jobs", "2"],
+        &[],
+    );
+    let api = serve.api(None);
+    let first = api.submit("map", &json!({"url": site.url("/")})).await;
+    let second = api.submit("map", &json!({"url": site.url("/")})).await;
+    let third = api.post("/api/map", &json!({"url": site.url("/")})).await;
+    assert_eq!(third.status, 429, "{}", third.body);
+    assert_eq!(third.body["error"]["code"], "CONCURRENCY_LIMIT");
+    assert_eq!(third.body["error"]["limit"], "jobs");
+    let holder = third.body["error"]["active_job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(holder == first || holder == second, "{holder}");
+    assert!(third.header("retry-after").is_some());
+    // An upload counts against the same cap; a scrape has its own slot.
+    let upload = api
+        .http
+        .post(format!("{}/api/upload", api.base))
+        .header("content-type", "text/plain")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upload.status().as_u16(), 429);
+    api.submit("scrape", &json!({"url": site.url("/")})).await;
+    // Cancelling one frees a place at once.
+    assert_eq!(
+        api.delete(&format!("/api/jobs/{first}/cancel"))
+            .await
+            .status,
+        200
+    );
+    api.submit("map", &json!({"url": site.url("/")})).await;
+    let jobs = api.get("/api/jobs?kind=map").await;
+    assert_eq!(jobs.body["jobs"].as_array().map(Vec::len), Some(3));
+}

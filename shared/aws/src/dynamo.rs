@@ -23,9 +23,9 @@ use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, SecondsFormat, Utc};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
-    Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow,
-    NodeStatus, PageOutcome, ResultEntry, ResultPage, SkipReason, SlotClaim, StoreError,
-    StoreResult, MAX_NODES_PER_JOB,
+    Claim, Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode,
+    NodeRow, NodeStatus, PageOutcome, ResultEntry, ResultPage, SkipReason, StoreError, StoreResult,
+    MAX_NODES_PER_JOB,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -108,6 +108,11 @@ const JOB_SK: &str = "JOB";
 
 fn slot_key(user: &str, kind: JobKind) -> Item {
     key(format!("USER#{user}"), format!("SLOT#{}", kind.as_str()))
+}
+
+/// The counter of a user's active jobs of the kinds without a slot (`active`).
+fn active_key(user: &str) -> Item {
+    key(format!("USER#{user}"), "ACTIVE".into())
 }
 
 fn node_sk(url: &str) -> String {
@@ -306,6 +311,22 @@ impl DynamoStore {
             .map(String::from))
     }
 
+    /// The newest active job of the user's kinds without a slot.
+    async fn an_active_job(&self, user: &UserId) -> StoreResult<Option<String>> {
+        let q = JobQuery {
+            kind: None,
+            status: None,
+            limit: 100,
+            before: None,
+        };
+        Ok(self
+            .list_jobs(user, &q)
+            .await?
+            .into_iter()
+            .find(|j| !j.status.is_final() && !j.kind.has_own_slot())
+            .map(|j| j.job_id.0))
+    }
+
     /// Ids of active jobs whose last progress is older than `before` (for the sweeper).
     pub async fn stalled_jobs(&self, before: DateTime<Utc>) -> StoreResult<Vec<(UserId, JobId)>> {
         let mut out = Vec::new();
@@ -465,25 +486,40 @@ impl JobStore for DynamoStore {
         &self,
         job: &Job,
         root_url: &str,
-        slot: Option<SlotClaim>,
+        claim: Claim,
     ) -> StoreResult<CreateOutcome> {
         let user = job.user_id.as_str();
         let now = job.created_at.timestamp_millis();
         for _ in 0..3 {
             let mut items = Vec::new();
-            if let Some(slot) = &slot {
-                let mut item = slot_key(user, slot.kind);
-                item.insert("job_id".into(), s(job.job_id.as_str()));
-                item.insert("lease_until".into(), n(slot.lease_until.timestamp_millis()));
-                let put = build(
-                    Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(item))
-                        .condition_expression("attribute_not_exists(PK) OR lease_until < :now")
-                        .expression_attribute_values(":now", n(now))
-                        .build(),
-                )?;
-                items.push(TransactWriteItem::builder().put(put).build());
+            match &claim {
+                Claim::Slot(slot) => {
+                    let mut item = slot_key(user, slot.kind);
+                    item.insert("job_id".into(), s(job.job_id.as_str()));
+                    item.insert("lease_until".into(), n(slot.lease_until.timestamp_millis()));
+                    let put = build(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(item))
+                            .condition_expression("attribute_not_exists(PK) OR lease_until < :now")
+                            .expression_attribute_values(":now", n(now))
+                            .build(),
+                    )?;
+                    items.push(TransactWriteItem::builder().put(put).build());
+                }
+                Claim::Active { max } => {
+                    let count = build(
+                        Update::builder()
+                            .table_name(&self.table)
+                            .set_key(Some(active_key(user)))
+                            .update_expression("ADD active :one")
+                            .condition_expression("attribute_not_exists(active) OR active < :max")
+                            .expression_attribute_values(":one", n(1))
+                            .expression_attribute_values(":max", n(*max))
+                            .build(),
+                    )?;
+                    items.push(TransactWriteItem::builder().update(count).build());
+                }
             }
             let job_put = self.put(job_item(job), "attribute_not_exists(PK)")?;
             items.push(TransactWriteItem::builder().put(job_put).build());
@@ -502,13 +538,14 @@ impl JobStore for DynamoStore {
             {
                 Ok(_) => return Ok(CreateOutcome::Created),
                 Err(e) => {
-                    let slot_taken = slot.is_some()
-                        && cancellation(&e).is_some_and(|c| c.first() == Some(&true));
-                    if !slot_taken {
+                    if !cancellation(&e).is_some_and(|c| c.first() == Some(&true)) {
                         return Err(sdk(e));
                     }
-                    let kind = slot.as_ref().map_or(job.kind, |s| s.kind);
-                    if let Some(active) = self.slot_holder(user, kind).await? {
+                    let holder = match &claim {
+                        Claim::Slot(slot) => self.slot_holder(user, slot.kind).await?,
+                        Claim::Active { .. } => self.an_active_job(&job.user_id).await?,
+                    };
+                    if let Some(active) = holder {
                         return Ok(CreateOutcome::SlotBusy {
                             active_job_id: JobId(active),
                         });
@@ -636,9 +673,18 @@ impl JobStore for DynamoStore {
             let mut items = vec![TransactWriteItem::builder()
                 .update(build(update.build())?)
                 .build()];
-            let holds_slot =
-                self.slot_holder(user.as_str(), kind).await?.as_deref() == Some(job.as_str());
-            if holds_slot {
+            if !kind.has_own_slot() {
+                let count = build(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(active_key(user.as_str())))
+                        .update_expression("ADD active :minus")
+                        .expression_attribute_values(":minus", n(-1))
+                        .build(),
+                )?;
+                items.push(TransactWriteItem::builder().update(count).build());
+            } else if self.slot_holder(user.as_str(), kind).await?.as_deref() == Some(job.as_str())
+            {
                 let delete = build(
                     Delete::builder()
                         .table_name(&self.table)

@@ -34,11 +34,23 @@ pub struct SlotClaim {
     pub lease_until: DateTime<Utc>,
 }
 
+/// What a new job counts against: its kind's own slot, or the user's cap on active jobs of
+/// the kinds without one.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    Slot(SlotClaim),
+    /// At most `max` active jobs of the kinds without a slot per user.
+    Active {
+        max: u32,
+    },
+}
+
 /// What `create_job` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateOutcome {
     Created,
-    /// Another job holds the slot; nothing was written.
+    /// Another job holds the slot (or the user's active jobs reached the cap; this is one of
+    /// them); nothing was written.
     SlotBusy {
         active_job_id: JobId,
     },
@@ -242,13 +254,14 @@ pub const MAX_NODES_PER_JOB: u64 = 200_000;
 /// Jobs, per-user slots, discovery trees, results index and logs.
 #[async_trait]
 pub trait JobStore: Send + Sync {
-    /// Writes the job, its root node (queued, depth 0) and, when given, takes the per-user slot,
-    /// all in one atomic write. A held slot whose lease has not run out makes it write nothing.
+    /// Writes the job and its root node (queued, depth 0) and takes its claim, all in one
+    /// atomic write. A held slot whose lease has not run out, or a full cap, makes it write
+    /// nothing. `finish_job` gives the claim back.
     async fn create_job(
         &self,
         job: &Job,
         root_url: &str,
-        slot: Option<SlotClaim>,
+        claim: Claim,
     ) -> StoreResult<CreateOutcome>;
 
     /// The job, if it exists and belongs to `user`.

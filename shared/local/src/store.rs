@@ -7,8 +7,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
-    Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow,
-    NodeStatus, PageOutcome, ResultEntry, ResultPage, SkipReason, SlotClaim, StoreResult,
+    Claim, Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode,
+    NodeRow, NodeStatus, PageOutcome, ResultEntry, ResultPage, SkipReason, StoreResult,
     MAX_NODES_PER_JOB,
 };
 use std::sync::Arc;
@@ -119,7 +119,7 @@ impl JobStore for SqliteStore {
         &self,
         job: &Job,
         root_url: &str,
-        slot: Option<SlotClaim>,
+        claim: Claim,
     ) -> StoreResult<CreateOutcome> {
         let job = job.clone();
         let root = root_url.to_string();
@@ -128,7 +128,22 @@ impl JobStore for SqliteStore {
             .write(move |tx| {
                 let user = job.user_id.as_str();
                 let now = job.created_at.timestamp_millis();
-                if let Some(slot) = &slot {
+                if let Claim::Active { max } = claim {
+                    // Writes are serialised, so counting here is as good as a counter.
+                    let active: Vec<String> = tx
+                        .prepare_cached(
+                            "SELECT job_id FROM jobs WHERE user_id = ?1 AND status IN ('queued', 'running')
+                             AND kind NOT IN ('scrape', 'crawl') ORDER BY job_id LIMIT ?2",
+                        )?
+                        .query_map(params![user, max], |r| r.get(0))?
+                        .collect::<Result<_, _>>()?;
+                    if active.len() >= max as usize {
+                        return Ok(CreateOutcome::SlotBusy {
+                            active_job_id: JobId(active.into_iter().next().unwrap_or_default()),
+                        });
+                    }
+                }
+                if let Claim::Slot(slot) = &claim {
                     let kind = slot.kind.as_str();
                     let holder: Option<(String, i64)> = tx
                         .query_row(

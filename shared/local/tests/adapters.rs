@@ -3,8 +3,8 @@
 use chrono::Utc;
 use sarvcrawl_core::domain::{Job, JobKind, JobStatus, UserId};
 use sarvcrawl_core::ports::{
-    BlobStore, CreateOutcome, JobStore, NewNode, NodeStatus, PageOutcome, SkipReason, SlotClaim,
-    Task, WorkQueue,
+    BlobStore, Claim, CreateOutcome, JobStore, NewNode, NodeStatus, PageOutcome, SkipReason,
+    SlotClaim, Task, WorkQueue,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +33,11 @@ async fn one_slot_per_user_and_kind_under_a_race() {
     let attempts = (0..20).map(|_| {
         let store = store.clone();
         let job = crawl_job(&u);
-        tokio::spawn(async move { store.create_job(&job, "https://e.com/", Some(slot())).await })
+        tokio::spawn(async move {
+            store
+                .create_job(&job, "https://e.com/", Claim::Slot(slot()))
+                .await
+        })
     });
     let outcomes: Vec<CreateOutcome> = futures_join(attempts).await;
     let created = outcomes
@@ -46,13 +50,13 @@ async fn one_slot_per_user_and_kind_under_a_race() {
     let other = crawl_job(&user("v"));
     assert_eq!(
         store
-            .create_job(&other, "https://e.com/", Some(slot()))
+            .create_job(&other, "https://e.com/", Claim::Slot(slot()))
             .await
             .unwrap(),
         CreateOutcome::Created
     );
     let CreateOutcome::SlotBusy { active_job_id } = store
-        .create_job(&crawl_job(&u), "https://e.com/", Some(slot()))
+        .create_job(&crawl_job(&u), "https://e.com/", Claim::Slot(slot()))
         .await
         .unwrap()
     else {
@@ -71,7 +75,7 @@ async fn one_slot_per_user_and_kind_under_a_race() {
     );
     assert_eq!(
         store
-            .create_job(&crawl_job(&u), "https://e.com/", Some(slot()))
+            .create_job(&crawl_job(&u), "https://e.com/", Claim::Slot(slot()))
             .await
             .unwrap(),
         CreateOutcome::Created
@@ -100,13 +104,13 @@ async fn an_expired_lease_frees_a_stuck_slot() {
     };
     local
         .store
-        .create_job(&stuck, "https://e.com/", Some(expired))
+        .create_job(&stuck, "https://e.com/", Claim::Slot(expired))
         .await
         .unwrap();
     assert_eq!(
         local
             .store
-            .create_job(&crawl_job(&u), "https://e.com/", Some(slot()))
+            .create_job(&crawl_job(&u), "https://e.com/", Claim::Slot(slot()))
             .await
             .unwrap(),
         CreateOutcome::Created
@@ -120,7 +124,10 @@ async fn claims_respect_the_limit_and_count_each_page_once() {
     let (store, u) = (local.store.clone(), user("u"));
     let job = crawl_job(&u);
     let root = "https://e.com/";
-    store.create_job(&job, root, Some(slot())).await.unwrap();
+    store
+        .create_job(&job, root, Claim::Slot(slot()))
+        .await
+        .unwrap();
     let node = |url: &str, skip| NewNode {
         url: url.into(),
         depth: 1,

@@ -43,6 +43,18 @@ fn allow_nets() -> Result<Vec<IpNet>, Error> {
         .collect()
 }
 
+/// `SARVCRAWL_MAX_ACTIVE_JOBS`: active map, search and upload jobs per user (10).
+fn config() -> Result<Config, Error> {
+    let mut config = Config::default();
+    if let Ok(v) = std::env::var("SARVCRAWL_MAX_ACTIVE_JOBS") {
+        config.max_active_jobs = v
+            .trim()
+            .parse()
+            .map_err(|e| format!("SARVCRAWL_MAX_ACTIVE_JOBS: {v}: {e}"))?;
+    }
+    Ok(config)
+}
+
 /// The deployment's adapters and the application over them, built from the environment.
 pub struct Deployment {
     pub names: Names,
@@ -71,7 +83,7 @@ impl Deployment {
                 aws.blobs.clone(),
                 Arc::new(SystemClock),
                 Arc::new(fetcher),
-                Config::default(),
+                config()?,
             )
             .with_search(search),
         );

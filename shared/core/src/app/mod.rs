@@ -38,6 +38,8 @@ pub struct Config {
     pub per_host_concurrency: usize,
     /// Largest result JSON returned inline by `GET /api/jobs/{id}`.
     pub inline_result_bytes: usize,
+    /// Active jobs per user of the kinds without a slot of their own (map, search, upload).
+    pub max_active_jobs: u32,
 }
 
 impl Default for Config {
@@ -49,6 +51,7 @@ impl Default for Config {
             task_lease: Duration::from_secs(15 * 60),
             per_host_concurrency: 16,
             inline_result_bytes: 1024 * 1024,
+            max_active_jobs: 10,
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::domain::{
     SearchRequest, UserId,
 };
 use crate::engine::urls::normalise;
-use crate::ports::{CreateOutcome, NewLog, SlotClaim, StoreError, Task};
+use crate::ports::{Claim, CreateOutcome, NewLog, SlotClaim, StoreError, Task};
 use url::Url;
 
 /// Validates the JSON `body` as a request of `kind`, stores the job and queues its first task.
@@ -68,15 +68,25 @@ pub(crate) async fn create(app: &App, job: Job, root: String) -> Result<Job, App
     let (user, kind, now) = (job.user_id.clone(), job.kind, job.created_at);
     let lease =
         chrono::Duration::from_std(app.config.slot_lease).unwrap_or(chrono::Duration::minutes(15));
-    let slot = kind.has_own_slot().then_some(SlotClaim {
-        kind,
-        lease_until: now + lease,
-    });
-    match app.jobs.create_job(&job, &root, slot).await? {
+    let claim = if kind.has_own_slot() {
+        Claim::Slot(SlotClaim {
+            kind,
+            lease_until: now + lease,
+        })
+    } else {
+        Claim::Active {
+            max: app.config.max_active_jobs,
+        }
+    };
+    match app.jobs.create_job(&job, &root, claim).await? {
         CreateOutcome::Created => {}
         CreateOutcome::SlotBusy { active_job_id } => {
             return Err(AppError::ConcurrencyLimit {
-                limit: kind.as_str(),
+                limit: if kind.has_own_slot() {
+                    kind.as_str()
+                } else {
+                    "jobs"
+                },
                 active_job_id,
             })
         }
