@@ -538,7 +538,7 @@ impl JobStore for DynamoStore {
             {
                 Ok(_) => return Ok(CreateOutcome::Created),
                 Err(e) => {
-                    if !cancellation(&e).is_some_and(|c| c.first() == Some(&true)) {
+                    if cancellation(&e).is_none_or(|c| c.first() != Some(&true)) {
                         return Err(sdk(e));
                     }
                     let holder = match &claim {
