@@ -1,7 +1,7 @@
 //! The storage a server runs on: SQLite and files on this machine, or DynamoDB, SQS and S3.
 
 use clap::ValueEnum;
-use sarvcrawl_core::ports::{BlobStore, JobStore, KeyDirectory, WorkQueue};
+use sarvcrawl_core::ports::{BlobStore, JobStore, KeyDirectory, MonitorStore, WorkQueue};
 use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
@@ -20,6 +20,7 @@ pub enum Kind {
 /// The ports of one backend.
 pub struct Backend {
     pub jobs: Arc<dyn JobStore>,
+    pub monitors: Arc<dyn MonitorStore>,
     pub queue: Arc<dyn WorkQueue>,
     pub blobs: Arc<dyn BlobStore>,
     /// Tasks that exhausted their deliveries, to be recorded as failed.
@@ -37,6 +38,7 @@ pub async fn open(kind: Kind, data_dir: &Path, visibility: Duration) -> Result<B
             let local = sarvcrawl_local::open(data_dir, visibility).map_err(|e| e.to_string())?;
             Ok(Backend {
                 jobs: local.store.clone(),
+                monitors: local.store.clone(),
                 queue: local.queue.clone(),
                 blobs: local.blobs.clone(),
                 dead_letters: None,
@@ -61,6 +63,7 @@ async fn open_aws(visibility: Duration) -> Result<Backend, String> {
         .map(|url| Arc::new(SqsQueue::new(clients.sqs.clone(), url)) as Arc<dyn WorkQueue>);
     Ok(Backend {
         jobs: aws.store.clone(),
+        monitors: aws.store.clone(),
         queue: Arc::new(queue),
         blobs: aws.blobs.clone(),
         dead_letters,

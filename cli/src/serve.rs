@@ -63,6 +63,10 @@ pub struct ServeArgs {
     /// slot each).
     #[arg(long, env = "SARVCRAWL_MAX_ACTIVE_JOBS", default_value_t = 10)]
     max_active_jobs: u32,
+
+    /// Shortest interval between a monitor's checks, in seconds.
+    #[arg(long, env = "SARVCRAWL_MONITOR_MIN_INTERVAL", default_value_t = 60)]
+    monitor_min_interval: u64,
 }
 
 fn load_keys(args: &ServeArgs) -> Result<KeyRing, String> {
@@ -120,6 +124,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     let app = Arc::new(
         App::new(
             backend.jobs.clone(),
+            backend.monitors.clone(),
             backend.queue.clone(),
             backend.blobs.clone(),
             Arc::new(SystemClock),
@@ -127,6 +132,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             Config {
                 task_lease: visibility,
                 max_active_jobs: args.max_active_jobs.max(1),
+                monitor_min_interval: args.monitor_min_interval.max(1),
                 ..Config::default()
             },
         )
@@ -143,6 +149,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let worker_handle = tokio::spawn(worker::run_workers(app.clone(), workers, stop_rx.clone()));
+    let scheduler_handle = tokio::spawn(schedule_monitors(app.clone(), stop_rx.clone()));
     let dead_letter_handle = backend
         .dead_letters
         .clone()
@@ -164,12 +171,31 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     .map_err(|e| format!("server error: {e}"))?;
     let _ = stop_tx.send(true);
     let _ = worker_handle.await;
+    let _ = scheduler_handle.await;
     if let Some(h) = dead_letter_handle {
         let _ = h.await;
     }
     drop(backend);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the checks of due monitors, once a second, until `stop` turns true.
+async fn schedule_monitors(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        if let Err(e) = sarvcrawl_core::app::monitor::tick(&app).await {
+            tracing::warn!(error = %e, "monitor schedule failed");
+        }
+    }
 }
 
 async fn shutdown_signal() {

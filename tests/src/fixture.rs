@@ -354,3 +354,77 @@ impl Tap {
         self.count.load(Ordering::SeqCst)
     }
 }
+
+/// One request a [`Receiver`] got.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub headers: axum::http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+}
+
+struct ReceiverState {
+    got: Mutex<Vec<Received>>,
+    answers: Mutex<std::collections::VecDeque<u16>>,
+}
+
+/// A webhook receiver on 127.0.0.1: records every POST and answers the given statuses in
+/// turn, then 200.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    state: Arc<ReceiverState>,
+}
+
+impl Receiver {
+    pub async fn start(answers: &[u16]) -> Receiver {
+        let state = Arc::new(ReceiverState {
+            got: Mutex::new(Vec::new()),
+            answers: Mutex::new(answers.iter().copied().collect()),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind receiver");
+        let addr = listener.local_addr().expect("receiver address");
+        let app = Router::new().fallback(receive).with_state(state.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver { addr, state }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.state.got.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+}
+
+async fn receive(State(state): State<Arc<ReceiverState>>, req: Request<Body>) -> StatusCode {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    if let Ok(mut got) = state.got.lock() {
+        got.push(Received {
+            headers: parts.headers,
+            body,
+        });
+    }
+    let status = state
+        .answers
+        .lock()
+        .ok()
+        .and_then(|mut a| a.pop_front())
+        .unwrap_or(200);
+    StatusCode::from_u16(status).unwrap_or(StatusCode::OK)
+}

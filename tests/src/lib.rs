@@ -5,7 +5,7 @@
 pub mod fixture;
 pub mod server;
 
-pub use fixture::{tree_paths, tree_site, Route, Site, Tap};
+pub use fixture::{tree_paths, tree_site, Received, Receiver, Route, Site, Tap};
 pub use server::{Api, Reply, Serve};
 
 /// One node of a job's `/tree`, flattened.

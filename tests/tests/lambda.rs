@@ -412,3 +412,44 @@ async fn an_upload_arrives_base64_and_is_in_s3_before_its_task_is_queued() {
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0].task.job_id, id);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_schedulers_at_once_start_a_due_check_once() {
+    use sarvcrawl_core::app::monitor;
+    use sarvcrawl_core::domain::MonitorId;
+    use sarvcrawl_core::ports::{JobQuery, MonitorStore};
+    let d = deployment().await;
+    let body = json!({"url": "https://example.com/", "notify_url": "http://127.0.0.1:9/hook"});
+    let resp = http::handle(
+        &d.app,
+        api_event("POST", "/api/monitors", Some("mo"), Some(body)),
+    )
+    .await;
+    assert_eq!(resp.status(), 202, "{}", body_json(&resp));
+    let id = MonitorId(body_json(&resp)["monitor_id"].as_str().unwrap().to_string());
+    let user = UserId("mo".into());
+    // Make it due now, as if its first check had ended an interval ago.
+    let mut m = d.aws.store.get_monitor(&user, &id).await.unwrap().unwrap();
+    m.running = None;
+    m.next_check_at = chrono::Utc::now() - chrono::Duration::seconds(1);
+    assert!(d.aws.store.save_monitor(&m).await.unwrap());
+    let (a, b) = tokio::join!(monitor::tick(&d.app), monitor::tick(&d.app));
+    assert_eq!(
+        a.unwrap() + b.unwrap(),
+        1,
+        "one check between two schedulers"
+    );
+    let q = JobQuery {
+        kind: Some(sarvcrawl_core::domain::JobKind::Monitor),
+        status: None,
+        limit: 10,
+        before: None,
+    };
+    assert_eq!(
+        d.aws.store.list_jobs(&user, &q).await.unwrap().len(),
+        2,
+        "the baseline and one check"
+    );
+    // While that check holds the monitor, no scheduler starts another.
+    assert_eq!(monitor::tick(&d.app).await.unwrap(), 0);
+}

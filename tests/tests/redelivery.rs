@@ -9,7 +9,7 @@ use sarvcrawl_core::domain::{JobId, JobKind, UserId};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
 use sarvcrawl_core::ports::{
-    BlobStore, Delivery, JobStore, StoreResult, SystemClock, Task, WorkQueue,
+    BlobStore, Delivery, JobStore, MonitorStore, StoreResult, SystemClock, Task, WorkQueue,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +35,7 @@ impl WorkQueue for Twice {
 
 type Ports = (
     Arc<dyn JobStore>,
+    Arc<dyn MonitorStore>,
     Arc<dyn WorkQueue>,
     Arc<dyn BlobStore>,
     Box<dyn std::any::Any>,
@@ -60,6 +61,7 @@ async fn ports(dir: &std::path::Path) -> Ports {
         let aws = sarvcrawl_aws::Aws::new(&clients, &names);
         return (
             aws.store.clone(),
+            aws.store.clone(),
             aws.queue.clone(),
             aws.blobs.clone(),
             Box::new(()),
@@ -67,6 +69,7 @@ async fn ports(dir: &std::path::Path) -> Ports {
     }
     let local = sarvcrawl_local::open(dir, Duration::from_secs(30)).unwrap();
     (
+        local.store.clone(),
         local.store.clone(),
         local.queue.clone(),
         local.blobs.clone(),
@@ -80,7 +83,7 @@ async fn crawl(
     duplicate: bool,
 ) -> (sarvcrawl_core::domain::Job, Vec<String>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let (jobs, queue, blobs, _hold) = ports(dir.path()).await;
+    let (jobs, monitors, queue, blobs, _hold) = ports(dir.path()).await;
     let queue: Arc<dyn WorkQueue> = if duplicate {
         Arc::new(Twice(queue))
     } else {
@@ -90,6 +93,7 @@ async fn crawl(
     let fetcher = Fetcher::new(policy, FetchConfig::default()).unwrap();
     let app = Arc::new(App::new(
         jobs,
+        monitors,
         queue,
         blobs,
         Arc::new(SystemClock),

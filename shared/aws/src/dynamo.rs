@@ -11,6 +11,8 @@
 //! - node `JOB#<id>`, `URL#<hash>`: one discovered URL; `SEQ` orders the tree (index `BySeq`).
 //! - result `JOB#<id>`, `RES#<ulid>`: a document key, in completion order.
 //! - log `JOB#<id>`, `LOG#<seq>`: a log entry, expiring through TTL `expires_at`.
+//! - active-job counter `USER#<user>`, `ACTIVE`: the user's active map, search and upload jobs.
+//! - monitor `MON#<id>`, `MON` (see `monitors.rs`).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -46,8 +48,8 @@ pub const SEQ_INDEX: &str = "BySeq";
 
 /// DynamoDB-backed [`JobStore`].
 pub struct DynamoStore {
-    client: Client,
-    table: String,
+    pub(crate) client: Client,
+    pub(crate) table: String,
 }
 
 pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
@@ -79,7 +81,7 @@ pub(crate) fn sdk<E: std::error::Error + Send + Sync + 'static, R: std::fmt::Deb
 }
 
 /// Whether a conditional write happened: `false` when its condition did not hold.
-fn conditional<O, E, R>(r: Result<O, SdkError<E, R>>) -> StoreResult<bool>
+pub(crate) fn conditional<O, E, R>(r: Result<O, SdkError<E, R>>) -> StoreResult<bool>
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug,
@@ -323,7 +325,7 @@ impl DynamoStore {
             .list_jobs(user, &q)
             .await?
             .into_iter()
-            .find(|j| !j.status.is_final() && !j.kind.has_own_slot())
+            .find(|j| !j.status.is_final() && j.kind.is_capped())
             .map(|j| j.job_id.0))
     }
 
@@ -520,6 +522,7 @@ impl JobStore for DynamoStore {
                     )?;
                     items.push(TransactWriteItem::builder().update(count).build());
                 }
+                Claim::Free => {}
             }
             let job_put = self.put(job_item(job), "attribute_not_exists(PK)")?;
             items.push(TransactWriteItem::builder().put(job_put).build());
@@ -544,6 +547,7 @@ impl JobStore for DynamoStore {
                     let holder = match &claim {
                         Claim::Slot(slot) => self.slot_holder(user, slot.kind).await?,
                         Claim::Active { .. } => self.an_active_job(&job.user_id).await?,
+                        Claim::Free => None,
                     };
                     if let Some(active) = holder {
                         return Ok(CreateOutcome::SlotBusy {
@@ -673,7 +677,7 @@ impl JobStore for DynamoStore {
             let mut items = vec![TransactWriteItem::builder()
                 .update(build(update.build())?)
                 .build()];
-            if !kind.has_own_slot() {
+            if kind.is_capped() {
                 let count = build(
                     Update::builder()
                         .table_name(&self.table)

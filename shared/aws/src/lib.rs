@@ -7,6 +7,7 @@ pub mod dynamo;
 pub mod keys;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+mod monitors;
 mod s3;
 pub(crate) mod sqs;
 

@@ -4,7 +4,7 @@
 //! Every method that can race is specified as one conditional write, so any adapter that
 //! honours the contract keeps the per-user slot, URL claims, counters and final status exact.
 
-use crate::domain::{Job, JobError, JobId, JobKind, JobStatus, UserId};
+use crate::domain::{Job, JobError, JobId, JobKind, JobStatus, Monitor, MonitorId, UserId};
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -34,15 +34,17 @@ pub struct SlotClaim {
     pub lease_until: DateTime<Utc>,
 }
 
-/// What a new job counts against: its kind's own slot, or the user's cap on active jobs of
-/// the kinds without one.
+/// What a new job counts against: its kind's own slot, the user's cap on active jobs of the
+/// capped kinds, or nothing.
 #[derive(Debug, Clone)]
 pub enum Claim {
     Slot(SlotClaim),
-    /// At most `max` active jobs of the kinds without a slot per user.
+    /// At most `max` active jobs of the capped kinds per user.
     Active {
         max: u32,
     },
+    /// Nothing (a monitor's check: its monitor runs one at a time).
+    Free,
 }
 
 /// What `create_job` did.
@@ -406,6 +408,25 @@ pub trait BlobStore: Send + Sync {
 pub trait KeyDirectory: Send + Sync {
     /// The user a presented key belongs to.
     async fn user_of(&self, api_key: &str) -> StoreResult<Option<UserId>>;
+}
+
+/// Monitors, each written whole and only over the version it was read at (optimistic
+/// concurrency: a PATCH, a scheduler's claim and a check's result never overwrite each other).
+#[async_trait]
+pub trait MonitorStore: Send + Sync {
+    /// Stores a new monitor (version 0).
+    async fn insert_monitor(&self, m: &Monitor) -> StoreResult<()>;
+    /// The monitor, if it exists and belongs to `user`.
+    async fn get_monitor(&self, user: &UserId, id: &MonitorId) -> StoreResult<Option<Monitor>>;
+    /// The user's monitors, newest first.
+    async fn list_monitors(&self, user: &UserId) -> StoreResult<Vec<Monitor>>;
+    /// Writes `m` as version `m.version + 1` if the stored version is still `m.version`;
+    /// false when another write came first (or the monitor is gone).
+    async fn save_monitor(&self, m: &Monitor) -> StoreResult<bool>;
+    /// Deletes the user's monitor; false when there was none.
+    async fn delete_monitor(&self, user: &UserId, id: &MonitorId) -> StoreResult<bool>;
+    /// Monitors whose [`Monitor::due_at`] is at or before `now`, soonest first, at most `max`.
+    async fn due_monitors(&self, now: DateTime<Utc>, max: u32) -> StoreResult<Vec<Monitor>>;
 }
 
 /// One hit of a web search.

@@ -23,6 +23,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     nodes INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user_id, job_id);
+CREATE TABLE IF NOT EXISTS monitors (
+    monitor_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    due_at INTEGER,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS monitors_by_user ON monitors (user_id, monitor_id);
+CREATE INDEX IF NOT EXISTS monitors_by_due ON monitors (due_at) WHERE due_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS slots (
     user_id TEXT NOT NULL,
     kind TEXT NOT NULL,

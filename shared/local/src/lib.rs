@@ -3,6 +3,7 @@
 
 mod blobs;
 mod db;
+mod monitors;
 mod queue;
 mod store;
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// SQLite-backed [`JobStore`].
 pub struct SqliteStore {
-    db: Arc<Db>,
+    pub(crate) db: Arc<Db>,
 }
 
 impl SqliteStore {
@@ -129,11 +129,12 @@ impl JobStore for SqliteStore {
                 let user = job.user_id.as_str();
                 let now = job.created_at.timestamp_millis();
                 if let Claim::Active { max } = claim {
+                    // (The kinds that `JobKind::is_capped`.)
                     // Writes are serialised, so counting here is as good as a counter.
                     let active: Vec<String> = tx
                         .prepare_cached(
                             "SELECT job_id FROM jobs WHERE user_id = ?1 AND status IN ('queued', 'running')
-                             AND kind NOT IN ('scrape', 'crawl') ORDER BY job_id LIMIT ?2",
+                             AND kind IN ('map', 'search', 'upload') ORDER BY job_id LIMIT ?2",
                         )?
                         .query_map(params![user, max], |r| r.get(0))?
                         .collect::<Result<_, _>>()?;

@@ -43,14 +43,28 @@ fn allow_nets() -> Result<Vec<IpNet>, Error> {
         .collect()
 }
 
-/// `SARVCRAWL_MAX_ACTIVE_JOBS`: active map, search and upload jobs per user (10).
+/// `SARVCRAWL_MAX_ACTIVE_JOBS` (active map, search and upload jobs per user, 10) and
+/// `SARVCRAWL_MONITOR_MIN_INTERVAL` (seconds, 60).
 fn config() -> Result<Config, Error> {
+    fn number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, Error>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match std::env::var(name) {
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|e| format!("{name}: {v}: {e}").into()),
+            Err(_) => Ok(None),
+        }
+    }
     let mut config = Config::default();
-    if let Ok(v) = std::env::var("SARVCRAWL_MAX_ACTIVE_JOBS") {
-        config.max_active_jobs = v
-            .trim()
-            .parse()
-            .map_err(|e| format!("SARVCRAWL_MAX_ACTIVE_JOBS: {v}: {e}"))?;
+    if let Some(max) = number("SARVCRAWL_MAX_ACTIVE_JOBS")? {
+        config.max_active_jobs = max;
+    }
+    if let Some(min) = number("SARVCRAWL_MONITOR_MIN_INTERVAL")? {
+        config.monitor_min_interval = min;
     }
     Ok(config)
 }
@@ -78,6 +92,7 @@ impl Deployment {
         let search = sarvcrawl_core::engine::search::from_env()?;
         let app = Arc::new(
             App::new(
+                aws.store.clone(),
                 aws.store.clone(),
                 aws.queue.clone(),
                 aws.blobs.clone(),

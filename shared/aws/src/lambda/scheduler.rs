@@ -1,5 +1,6 @@
-//! The scheduler: on an EventBridge schedule, fails jobs that stopped making progress (their
-//! tasks lost between a claim and a send, say) and frees their slots.
+//! The scheduler: on an EventBridge schedule, starts the checks of due monitors, and fails
+//! jobs that stopped making progress (their tasks lost between a claim and a send, say),
+//! freeing their slots.
 
 use crate::DynamoStore;
 use sarvcrawl_core::app::App;
@@ -55,9 +56,10 @@ pub async fn run() -> Result<(), super::Error> {
         move |_event: lambda_runtime::LambdaEvent<serde_json::Value>| {
             let (app, store) = (app.clone(), store.clone());
             async move {
+                let checks = sarvcrawl_core::app::monitor::tick(&app).await?;
                 let failed = sweep(&app, &store, stalled_after()).await?;
-                tracing::info!(failed, "sweep done");
-                Ok::<_, super::Error>(serde_json::json!({"failed": failed}))
+                tracing::info!(checks, failed, "schedule done");
+                Ok::<_, super::Error>(serde_json::json!({"checks": checks, "failed": failed}))
             }
         },
     ))

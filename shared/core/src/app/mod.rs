@@ -5,6 +5,7 @@ pub mod cancel;
 mod crawl;
 mod document;
 mod map;
+pub mod monitor;
 pub mod process;
 pub mod query;
 mod runtime;
@@ -16,7 +17,9 @@ pub mod worker;
 use crate::domain::validate::Problem;
 use crate::domain::JobId;
 use crate::engine::fetch::Fetcher;
-use crate::ports::{BlobStore, Clock, JobStore, SearchProvider, StoreError, WorkQueue};
+use crate::ports::{
+    BlobStore, Clock, JobStore, MonitorStore, SearchProvider, StoreError, WorkQueue,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +43,8 @@ pub struct Config {
     pub inline_result_bytes: usize,
     /// Active jobs per user of the kinds without a slot of their own (map, search, upload).
     pub max_active_jobs: u32,
+    /// Shortest interval between a monitor's checks, in seconds.
+    pub monitor_min_interval: u64,
 }
 
 impl Default for Config {
@@ -52,6 +57,7 @@ impl Default for Config {
             per_host_concurrency: 16,
             inline_result_bytes: 1024 * 1024,
             max_active_jobs: 10,
+            monitor_min_interval: 60,
         }
     }
 }
@@ -59,6 +65,7 @@ impl Default for Config {
 /// The ports, the fetcher and the configuration: everything a use case needs.
 pub struct App {
     pub jobs: Arc<dyn JobStore>,
+    pub monitors: Arc<dyn MonitorStore>,
     pub queue: Arc<dyn WorkQueue>,
     pub blobs: Arc<dyn BlobStore>,
     pub clock: Arc<dyn Clock>,
@@ -72,6 +79,7 @@ pub struct App {
 impl App {
     pub fn new(
         jobs: Arc<dyn JobStore>,
+        monitors: Arc<dyn MonitorStore>,
         queue: Arc<dyn WorkQueue>,
         blobs: Arc<dyn BlobStore>,
         clock: Arc<dyn Clock>,
@@ -81,6 +89,7 @@ impl App {
         let runtime = Runtime::new(config.per_host_concurrency);
         App {
             jobs,
+            monitors,
             queue,
             blobs,
             clock,

@@ -3,10 +3,10 @@
 
 use super::document::{self, Built};
 use super::runtime::{HostGate, JobRuntime};
-use super::{crawl, map, search, upload, App};
+use super::{crawl, map, monitor, search, upload, App};
 use crate::domain::{
-    CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, MapRequest, PageOptions,
-    ScrapeRequest, SearchRequest, UploadRequest,
+    CheckRequest, CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, MapRequest,
+    PageOptions, ScrapeRequest, SearchRequest, UploadRequest,
 };
 use crate::engine::fetch::{FetchError, Fetched};
 use crate::engine::robots::{fetch_robots, Robots};
@@ -57,6 +57,7 @@ enum Request {
     Map(MapRequest),
     Search(SearchRequest),
     Upload(UploadRequest),
+    Check(CheckRequest),
 }
 
 impl Request {
@@ -68,6 +69,7 @@ impl Request {
             JobKind::Map => Request::Map(serde_json::from_value(r)?),
             JobKind::Search => Request::Search(serde_json::from_value(r)?),
             JobKind::Upload => Request::Upload(serde_json::from_value(r)?),
+            JobKind::Monitor => Request::Check(serde_json::from_value(r)?),
         })
     }
 }
@@ -268,6 +270,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
         Request::Map(r) => map::run(app, &job, r, &rt, &mut logs).await?,
         Request::Search(r) => search::run(app, &job, r, &rt, &mut logs).await?,
         Request::Upload(r) => Some(upload::run(app, r).await?),
+        Request::Check(r) => monitor::run_check(app, &job, r, &rt, &mut logs).await?,
     };
     let Some(Produced {
         doc,

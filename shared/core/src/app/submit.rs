@@ -35,10 +35,10 @@ pub async fn submit(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Res
             let name = search::node_name(&r.query);
             (serde_json::to_value(&r), name, r.scrape && r.page.render)
         }
-        JobKind::Upload => {
+        JobKind::Upload | JobKind::Monitor => {
             return Err(AppError::Invalid(vec![Problem {
                 field: "body".into(),
-                problem: "an upload is the document itself: POST it to /api/upload".into(),
+                problem: format!("a {} job is not submitted here", kind.as_str()),
             }]))
         }
     };
@@ -73,10 +73,12 @@ pub(crate) async fn create(app: &App, job: Job, root: String) -> Result<Job, App
             kind,
             lease_until: now + lease,
         })
-    } else {
+    } else if kind.is_capped() {
         Claim::Active {
             max: app.config.max_active_jobs,
         }
+    } else {
+        Claim::Free
     };
     match app.jobs.create_job(&job, &root, claim).await? {
         CreateOutcome::Created => {}

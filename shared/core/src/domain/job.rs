@@ -13,16 +13,19 @@ pub enum JobKind {
     Map,
     Search,
     Upload,
+    /// One check of a monitor.
+    Monitor,
 }
 
 impl JobKind {
     /// Every kind, in API.md's order.
-    pub const ALL: [JobKind; 5] = [
+    pub const ALL: [JobKind; 6] = [
         JobKind::Scrape,
         JobKind::Crawl,
         JobKind::Map,
         JobKind::Search,
         JobKind::Upload,
+        JobKind::Monitor,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -32,6 +35,7 @@ impl JobKind {
             JobKind::Map => "map",
             JobKind::Search => "search",
             JobKind::Upload => "upload",
+            JobKind::Monitor => "monitor",
         }
     }
 
@@ -43,6 +47,17 @@ impl JobKind {
     /// kinds share the per-user cap on active jobs.
     pub fn has_own_slot(self) -> bool {
         matches!(self, JobKind::Scrape | JobKind::Crawl)
+    }
+
+    /// Whether a job of this kind counts against the per-user cap on active jobs (monitor
+    /// checks do not: each monitor runs one at a time).
+    pub fn is_capped(self) -> bool {
+        matches!(self, JobKind::Map | JobKind::Search | JobKind::Upload)
+    }
+
+    /// Whether a user may submit this kind at `/api/<kind>`.
+    pub fn is_submittable(self) -> bool {
+        self != JobKind::Monitor
     }
 }
 

@@ -2,11 +2,16 @@
 
 pub mod ids;
 pub mod job;
+pub mod monitor;
 pub mod request;
 pub mod validate;
 
 pub use ids::{JobId, UserId};
 pub use job::{ErrorCode, Job, JobError, JobKind, JobStatus, Progress};
+pub use monitor::{
+    CheckRequest, LastDelivery, Monitor, MonitorId, MonitorPatch, MonitorRequest, MonitorStatus,
+    Snapshot,
+};
 pub use request::{
     CrawlRequest, Format, MapRequest, PageOptions, ScrapeRequest, SearchRequest, UploadRequest,
 };

@@ -129,7 +129,8 @@ const FORBIDDEN_HEADERS: &[&str] = &[
     "proxy-connection",
 ];
 
-fn page_options(f: &mut Fields) -> PageOptions {
+/// The page options of a body (formats, selectors, headers, timeouts, rendering).
+pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
     let names = f.strings("formats", 6, 16);
     let mut formats = Vec::new();
     for n in &names {

@@ -81,6 +81,11 @@ impl Fields {
         }
     }
 
+    /// Whether the body has `field` (null counts as absent).
+    pub fn has(&self, field: &str) -> bool {
+        self.map.get(field).is_some_and(|v| !v.is_null())
+    }
+
     /// An optional absolute http(s) URL of at most [`MAX_URL_BYTES`].
     pub fn optional_url(&mut self, field: &str) -> Option<url::Url> {
         if self.map.get(field).is_none_or(Value::is_null) {

@@ -120,6 +120,55 @@ impl Fetcher {
         &self.config.user_agent
     }
 
+    /// Whether `url` leads to an address this client may reach: its IP literal, or every
+    /// address its name resolves to, checked as a fetch would.
+    pub async fn check_destination(&self, url: &Url) -> Result<(), FetchError> {
+        self.policy
+            .check_url(url)
+            .map_err(|_| FetchError::Blocked)?;
+        let Some(url::Host::Domain(name)) = url.host() else {
+            return Ok(());
+        };
+        let port = url.port_or_known_default().unwrap_or(443);
+        let addrs: Vec<_> = tokio::net::lookup_host((name, port))
+            .await
+            .map_err(|_| FetchError::Failed)?
+            .collect();
+        if addrs.is_empty() || addrs.iter().any(|a| !self.policy.permits(a.ip())) {
+            return Err(FetchError::Blocked);
+        }
+        Ok(())
+    }
+
+    /// POSTs `body` to `url` once, within `deadline`, and returns the status. Redirects are
+    /// not followed (a 3xx is the answer); the destination is checked like every fetch's.
+    pub async fn post(
+        &self,
+        url: &Url,
+        headers: &[(String, String)],
+        body: Bytes,
+        deadline: Duration,
+    ) -> Result<u16, FetchError> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(FetchError::BadRedirect);
+        }
+        self.policy
+            .check_url(url)
+            .map_err(|_| FetchError::Blocked)?;
+        let mut req = self.client.post(url.clone()).body(body);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let send = async {
+            let resp = req.send().await.map_err(classify)?;
+            Ok::<_, FetchError>(resp.status().as_u16())
+        };
+        match tokio::time::timeout(deadline, send).await {
+            Ok(r) => r,
+            Err(_) => Err(FetchError::Timeout),
+        }
+    }
+
     /// GETs `url`, following at most the configured number of redirects, each re-checked,
     /// all within `deadline`.
     pub async fn get(

@@ -3,7 +3,7 @@
 
 mod response;
 
-use crate::app::{cancel, query, submit, upload, App, AppError};
+use crate::app::{cancel, monitor, query, submit, upload, App, AppError};
 use crate::domain::validate::Problem;
 use crate::domain::{Job, JobKind, JobStatus, UserId};
 use bytes::Bytes;
@@ -57,7 +57,45 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
                 .await
                 .map(|job| accepted(&job))
         }
-        (&Method::POST, ["api", kind]) => match JobKind::parse(kind) {
+        (&Method::POST, ["api", "monitors"]) if req.body().len() <= MAX_JSON_BODY => {
+            monitor::create(app, user, req.body())
+                .await
+                .map(|(m, job)| {
+                    let mut resp = accepted(&job);
+                    if let Ok(mut body) = serde_json::from_slice::<Value>(resp.body()) {
+                        body["monitor_id"] = json!(m.monitor_id);
+                        body["secret"] = json!(m.secret);
+                        *resp.body_mut() = Bytes::from(body.to_string());
+                    }
+                    resp
+                })
+        }
+        (&Method::GET, ["api", "monitors"]) => monitor::list(app, user).await.map(|ms| {
+            let list: Vec<Value> = ms.iter().map(monitor::to_json).collect();
+            json_response(StatusCode::OK, &json!({ "monitors": list }))
+        }),
+        (&Method::GET, ["api", "monitors", id]) => monitor::get(app, user, id)
+            .await
+            .map(|m| json_response(StatusCode::OK, &monitor::to_json(&m))),
+        (&Method::PATCH, ["api", "monitors", id]) if req.body().len() <= MAX_JSON_BODY => {
+            monitor::patch(app, user, id, req.body())
+                .await
+                .map(|m| json_response(StatusCode::OK, &monitor::to_json(&m)))
+        }
+        (&Method::DELETE, ["api", "monitors", id]) => {
+            monitor::delete(app, user, id).await.map(|()| {
+                let mut resp = Response::new(Bytes::new());
+                *resp.status_mut() = StatusCode::NO_CONTENT;
+                resp
+            })
+        }
+        (&Method::POST | &Method::PATCH, ["api", "monitors", ..])
+            if req.body().len() > MAX_JSON_BODY =>
+        {
+            Err(AppError::TooLarge(MAX_JSON_BODY))
+        }
+        (&Method::POST, ["api", kind]) => match JobKind::parse(kind).filter(|k| k.is_submittable())
+        {
             None => Err(AppError::NotFound),
             Some(_) if req.body().len() > MAX_JSON_BODY => Err(AppError::TooLarge(MAX_JSON_BODY)),
             Some(kind) => submit_job(app, user, kind, req.body()).await,

@@ -1,0 +1,495 @@
+//! Monitors: create, read, change and delete them; the scheduler's tick that starts the checks
+//! that are due; and a check itself, which compares the page with the last snapshot and sends
+//! a signed webhook when it changed.
+
+use super::process::{fetch_page, Produced};
+use super::runtime::JobRuntime;
+use super::{submit, App, AppError};
+use crate::domain::validate::Problem;
+use crate::domain::{
+    CheckRequest, Job, JobId, JobKind, LastDelivery, Monitor, MonitorId, MonitorPatch,
+    MonitorRequest, MonitorStatus, Snapshot, UserId,
+};
+use crate::ports::{NewLog, StoreError, StoreResult};
+use base64::Engine;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// How long a check may hold its monitor; a check that died lets the next one start after it.
+const CHECK_HOLD: chrono::Duration = chrono::Duration::minutes(15);
+/// Tries of a webhook delivery, and the pause before each retry.
+const DELIVERY_PAUSES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
+/// Longest a webhook receiver may take.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Monitors one tick starts at most.
+const TICK_BATCH: u32 = 100;
+
+fn invalid(field: &str, problem: &str) -> AppError {
+    AppError::Invalid(vec![Problem {
+        field: field.into(),
+        problem: problem.into(),
+    }])
+}
+
+/// W3: a notify URL must lead to an address the fetcher may reach.
+async fn check_notify_url(app: &App, url: &url::Url) -> Result<(), AppError> {
+    if app.fetcher.check_destination(url).await.is_err() {
+        return Err(invalid(
+            "notify_url",
+            "is not reachable from this service (a blocked or unknown address)",
+        ));
+    }
+    Ok(())
+}
+
+fn new_secret() -> Result<String, AppError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError(format!("no randomness: {e}")))?;
+    Ok(format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    ))
+}
+
+/// Creates a monitor and its first check (which takes the baseline): `(monitor, check job)`.
+pub async fn create(app: &App, user: &UserId, body: &[u8]) -> Result<(Monitor, Job), AppError> {
+    let req =
+        MonitorRequest::parse(body, app.config.monitor_min_interval).map_err(AppError::Invalid)?;
+    if req.page.render && !app.config.render_available {
+        return Err(AppError::RenderUnavailable);
+    }
+    check_notify_url(app, &req.notify_url).await?;
+    let now = app.clock.now();
+    let job_id = JobId::generate();
+    let monitor = Monitor {
+        monitor_id: MonitorId::generate(),
+        user_id: user.clone(),
+        url: req.url.to_string(),
+        notify_url: req.notify_url.to_string(),
+        interval_seconds: req.interval_seconds,
+        selector: req.selector,
+        page: req.page,
+        status: MonitorStatus::Active,
+        secret: new_secret()?,
+        created_at: now,
+        last_checked_at: None,
+        last_changed_at: None,
+        next_check_at: now + interval(req.interval_seconds),
+        checks: 0,
+        changes: 0,
+        last_delivery: None,
+        snapshot: None,
+        running: Some((job_id.clone(), now + CHECK_HOLD)),
+        version: 0,
+    };
+    app.monitors.insert_monitor(&monitor).await?;
+    let job = start_check(app, &monitor, job_id).await?;
+    Ok((monitor, job))
+}
+
+fn interval(seconds: u64) -> chrono::Duration {
+    chrono::Duration::seconds(seconds.min(i64::MAX as u64) as i64)
+}
+
+/// Stores and queues the check job `id` of a monitor that is already claimed for it.
+async fn start_check(app: &App, m: &Monitor, id: JobId) -> Result<Job, AppError> {
+    let request = CheckRequest {
+        monitor_id: m.monitor_id.clone(),
+        url: m.url.clone(),
+        page: m.page.clone(),
+    };
+    let request = serde_json::to_value(&request).map_err(StoreError::new)?;
+    let mut job = Job::new(
+        m.user_id.clone(),
+        JobKind::Monitor,
+        request,
+        app.clock.now(),
+    );
+    job.job_id = id;
+    submit::create(app, job, m.url.clone()).await
+}
+
+/// The caller's monitor, or `NotFound` for a missing id and another user's alike.
+pub async fn get(app: &App, user: &UserId, id: &str) -> Result<Monitor, AppError> {
+    let id = MonitorId::parse(id).ok_or(AppError::NotFound)?;
+    app.monitors
+        .get_monitor(user, &id)
+        .await?
+        .ok_or(AppError::NotFound)
+}
+
+pub async fn list(app: &App, user: &UserId) -> Result<Vec<Monitor>, AppError> {
+    Ok(app.monitors.list_monitors(user).await?)
+}
+
+/// Pauses, resumes, or changes the interval or notify URL of a monitor.
+pub async fn patch(app: &App, user: &UserId, id: &str, body: &[u8]) -> Result<Monitor, AppError> {
+    let p =
+        MonitorPatch::parse(body, app.config.monitor_min_interval).map_err(AppError::Invalid)?;
+    if let Some(u) = &p.notify_url {
+        check_notify_url(app, u).await?;
+    }
+    let id = MonitorId::parse(id).ok_or(AppError::NotFound)?;
+    let now = app.clock.now();
+    update(app, user, &id, |m| {
+        if let Some(s) = p.status {
+            if s == MonitorStatus::Active && m.status == MonitorStatus::Paused {
+                // A resumed monitor is checked at once, then on its interval.
+                m.next_check_at = now;
+            }
+            m.status = s;
+        }
+        if let Some(seconds) = p.interval_seconds {
+            m.interval_seconds = seconds;
+            m.next_check_at = m.next_check_at.min(now + interval(seconds));
+        }
+        if let Some(u) = &p.notify_url {
+            m.notify_url = u.to_string();
+        }
+    })
+    .await?
+    .ok_or(AppError::NotFound)
+}
+
+pub async fn delete(app: &App, user: &UserId, id: &str) -> Result<(), AppError> {
+    let id = MonitorId::parse(id).ok_or(AppError::NotFound)?;
+    if app.monitors.delete_monitor(user, &id).await? {
+        Ok(())
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+/// Applies `change` to the stored monitor and writes it, again over a fresh read when another
+/// write came first. `None` when the monitor does not exist.
+async fn update(
+    app: &App,
+    user: &UserId,
+    id: &MonitorId,
+    mut change: impl FnMut(&mut Monitor),
+) -> StoreResult<Option<Monitor>> {
+    for _ in 0..10 {
+        let Some(mut m) = app.monitors.get_monitor(user, id).await? else {
+            return Ok(None);
+        };
+        change(&mut m);
+        if app.monitors.save_monitor(&m).await? {
+            m.version += 1;
+            return Ok(Some(m));
+        }
+    }
+    Err(StoreError("the monitor kept changing; try again".into()))
+}
+
+/// Starts the check of every monitor that is due; returns how many started. Each is claimed
+/// by a conditional write first, so schedulers running at once never start one check twice.
+pub async fn tick(app: &App) -> StoreResult<usize> {
+    let now = app.clock.now();
+    let mut started = 0;
+    for mut m in app.monitors.due_monitors(now, TICK_BATCH).await? {
+        let id = JobId::generate();
+        m.running = Some((id.clone(), now + CHECK_HOLD));
+        m.next_check_at = now + interval(m.interval_seconds);
+        if !app.monitors.save_monitor(&m).await? {
+            continue; // another scheduler, a PATCH or a check's end came first
+        }
+        m.version += 1;
+        match start_check(app, &m, id).await {
+            Ok(_) => started += 1,
+            Err(e) => {
+                tracing::warn!(monitor = %m.monitor_id, error = %e, "check not started");
+                let _ = update(app, &m.user_id, &m.monitor_id, |m| m.running = None).await;
+            }
+        }
+    }
+    Ok(started)
+}
+
+/// Markdown compared between checks: trailing spaces and runs of blank lines do not count.
+fn normalise(markdown: &str) -> String {
+    let mut out = String::with_capacity(markdown.len());
+    let mut blank = false;
+    for line in markdown.lines().map(str::trim_end) {
+        if line.is_empty() {
+            blank = !out.is_empty();
+            continue;
+        }
+        if blank {
+            out.push('\n');
+            blank = false;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn hash(text: &str) -> String {
+    let d = Sha256::digest(text.as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn snapshot_key(m: &Monitor) -> String {
+    format!("{}/monitors/{}/snapshot.md", m.user_id, m.monitor_id)
+}
+
+/// The Standard Webhooks signature of a delivery: `v1,<base64 HMAC-SHA256>` over
+/// `id.timestamp.body`, keyed with the secret's bytes.
+pub fn signature(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
+    let key = secret
+        .strip_prefix("whsec_")
+        .and_then(|k| base64::engine::general_purpose::STANDARD.decode(k).ok())
+        .unwrap_or_else(|| secret.as_bytes().to_vec());
+    let mut mac = match Hmac::<Sha256>::new_from_slice(&key) {
+        Ok(m) => m,
+        Err(_) => return String::new(),
+    };
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    )
+}
+
+/// POSTs a change to the monitor's notify URL through the guarded client, retrying with
+/// growing pauses; every try is logged. Redirects are not followed; only 2xx counts.
+async fn deliver(
+    app: &App,
+    m: &Monitor,
+    webhook_id: &str,
+    body: &[u8],
+    logs: &mut Vec<NewLog>,
+) -> LastDelivery {
+    let mut last = LastDelivery {
+        at: app.clock.now(),
+        status_code: None,
+        error: None,
+    };
+    let Ok(url) = url::Url::parse(&m.notify_url) else {
+        last.error = Some("the notify URL is invalid".into());
+        return last;
+    };
+    for attempt in 0..=DELIVERY_PAUSES.len() {
+        if attempt > 0 {
+            tokio::time::sleep(DELIVERY_PAUSES[attempt - 1]).await;
+        }
+        let timestamp = app.clock.now().timestamp();
+        let headers = [
+            ("content-type".to_string(), "application/json".to_string()),
+            ("webhook-id".to_string(), webhook_id.to_string()),
+            ("webhook-timestamp".to_string(), timestamp.to_string()),
+            (
+                "webhook-signature".to_string(),
+                signature(&m.secret, webhook_id, timestamp, body),
+            ),
+        ];
+        last.at = app.clock.now();
+        let r = app
+            .fetcher
+            .post(
+                &url,
+                &headers,
+                Bytes::copy_from_slice(body),
+                DELIVERY_TIMEOUT,
+            )
+            .await;
+        let try_no = attempt + 1;
+        match r {
+            Ok(code) => {
+                last.status_code = Some(code);
+                if (200..300).contains(&code) {
+                    last.error = None;
+                    logs.push(
+                        NewLog::info(format!("webhook try {try_no}: delivered ({code})"))
+                            .at(m.notify_url.clone()),
+                    );
+                    return last;
+                }
+                last.error = Some(format!("the receiver answered {code}"));
+                logs.push(
+                    NewLog::warn(format!(
+                        "webhook try {try_no}: the receiver answered {code}"
+                    ))
+                    .at(m.notify_url.clone()),
+                );
+            }
+            Err(e) => {
+                last.status_code = None;
+                last.error = Some(format!("{} ({})", e.code().as_str(), e));
+                logs.push(
+                    NewLog::warn(format!("webhook try {try_no}: {} ({e})", e.code().as_str()))
+                        .at(m.notify_url.clone()),
+                );
+            }
+        }
+    }
+    last
+}
+
+/// Runs one check of a monitor; `None` when the job was cancelled meanwhile.
+pub(crate) async fn run_check(
+    app: &App,
+    job: &Job,
+    req: &CheckRequest,
+    rt: &JobRuntime,
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<Option<Produced>> {
+    let user = &job.user_id;
+    let release = |m: &mut Monitor| {
+        if m.running.as_ref().is_some_and(|(j, _)| *j == job.job_id) {
+            m.running = None;
+        }
+    };
+    let Some(monitor) = app.monitors.get_monitor(user, &req.monitor_id).await? else {
+        logs.push(NewLog::info("the monitor was deleted: nothing checked"));
+        return Ok(Some(Produced::result(
+            &req.url,
+            Ok(json!({"monitor_id": req.monitor_id, "deleted": true})),
+        )));
+    };
+    let Some(page) = fetch_page(app, job, &req.page, true, rt, &req.url, logs).await? else {
+        update(app, user, &req.monitor_id, release).await?;
+        return Ok(None);
+    };
+    let now = app.clock.now();
+    let built = match page {
+        Ok((_, built)) => built,
+        Err(failure) => {
+            update(app, user, &req.monitor_id, |m| {
+                release(m);
+                m.last_checked_at = Some(now);
+                m.checks += 1;
+            })
+            .await?;
+            return Ok(Some(Produced::page(&req.url, Err(failure))));
+        }
+    };
+    let current = normalise(built.doc["markdown"].as_str().unwrap_or_default());
+    let current_hash = hash(&current);
+    let key = snapshot_key(&monitor);
+    let previous = monitor.snapshot.clone();
+    let mut result = json!({"monitor_id": monitor.monitor_id, "hash": current_hash});
+    let mut delivery = None;
+    match &previous {
+        None => {
+            app.blobs.put(&key, Bytes::from(current.clone())).await?;
+            logs.push(NewLog::info("baseline taken"));
+            result["baseline"] = json!(true);
+        }
+        Some(p) if p.hash == current_hash => {
+            logs.push(NewLog::info("unchanged"));
+            result["changed"] = json!(false);
+        }
+        Some(p) => {
+            let before = app
+                .blobs
+                .get(&key)
+                .await?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            let diff = similar::TextDiff::from_lines(&before, &current)
+                .unified_diff()
+                .context_radius(3)
+                .header("previous", "current")
+                .to_string();
+            let payload = json!({
+                "type": "monitor.changed",
+                "monitor_id": monitor.monitor_id,
+                "url": monitor.url,
+                "job_id": job.job_id,
+                "checked_at": timestamp(now),
+                "previous": {"hash": p.hash, "checked_at": timestamp(p.checked_at)},
+                "current": {"hash": current_hash},
+                "diff": diff,
+            });
+            logs.push(NewLog::info("changed: notifying"));
+            // A monitor deleted while this check ran never notifies.
+            if app
+                .monitors
+                .get_monitor(user, &req.monitor_id)
+                .await?
+                .is_some()
+            {
+                let body = serde_json::to_vec(&payload).map_err(StoreError::new)?;
+                let webhook_id = format!("msg_{}", job.job_id.as_str().trim_start_matches("job_"));
+                let d = deliver(app, &monitor, &webhook_id, &body, logs).await;
+                result["delivery"] = json!(d);
+                delivery = Some(d);
+            }
+            app.blobs.put(&key, Bytes::from(current.clone())).await?;
+            result["changed"] = json!(true);
+            result["diff"] = json!(diff);
+        }
+    }
+    let changed = previous.as_ref().is_some_and(|p| p.hash != current_hash);
+    update(app, user, &req.monitor_id, |m| {
+        release(m);
+        m.last_checked_at = Some(now);
+        m.checks += 1;
+        if m.snapshot.is_none() || changed {
+            m.snapshot = Some(Snapshot {
+                hash: current_hash.clone(),
+                checked_at: now,
+            });
+        }
+        if changed {
+            m.changes += 1;
+            m.last_changed_at = Some(now);
+        }
+        if let Some(d) = &delivery {
+            m.last_delivery = Some(d.clone());
+        }
+    })
+    .await?;
+    Ok(Some(Produced::result(&req.url, Ok(result))))
+}
+
+fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A monitor as the API shows it (never its secret).
+pub fn to_json(m: &Monitor) -> Value {
+    json!({
+        "monitor_id": m.monitor_id,
+        "url": m.url,
+        "notify_url": m.notify_url,
+        "interval_seconds": m.interval_seconds,
+        "selector": m.selector,
+        "status": m.status,
+        "created_at": timestamp(m.created_at),
+        "last_checked_at": m.last_checked_at.map(timestamp),
+        "last_changed_at": m.last_changed_at.map(timestamp),
+        "next_check_at": timestamp(m.next_check_at),
+        "checks": m.checks,
+        "changes": m.changes,
+        "last_delivery": m.last_delivery.as_ref().map(|d| json!({
+            "at": timestamp(d.at), "status_code": d.status_code, "error": d.error
+        })),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalised_markdown_ignores_spacing_noise() {
+        assert_eq!(normalise("# A  \n\n\n\ntext \n"), "# A\n\ntext\n");
+        assert_eq!(normalise("\n\nx"), "x\n");
+    }
+
+    #[test]
+    fn signature_follows_standard_webhooks() {
+        // The example of the Standard Webhooks specification.
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let body = br#"{"test": 2432232314}"#;
+        let sig = signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body);
+        assert_eq!(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+}
