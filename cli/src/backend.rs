@@ -1,7 +1,7 @@
 //! The storage a server runs on: SQLite and files on this machine, or DynamoDB, SQS and S3.
 
 use clap::ValueEnum;
-use sarvcrawl_core::ports::{BlobStore, JobStore, KeyDirectory, MonitorStore, WorkQueue};
+use sarvcrawl_core::ports::{BlobStore, KeyDirectory, Store, WorkQueue};
 use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
@@ -19,8 +19,8 @@ pub enum Kind {
 
 /// The ports of one backend.
 pub struct Backend {
-    pub jobs: Arc<dyn JobStore>,
-    pub monitors: Arc<dyn MonitorStore>,
+    /// Jobs, monitors and idempotency records.
+    pub store: Arc<dyn Store>,
     pub queue: Arc<dyn WorkQueue>,
     pub blobs: Arc<dyn BlobStore>,
     /// Tasks that exhausted their deliveries, to be recorded as failed.
@@ -37,8 +37,7 @@ pub async fn open(kind: Kind, data_dir: &Path, visibility: Duration) -> Result<B
         Kind::Local => {
             let local = sarvcrawl_local::open(data_dir, visibility).map_err(|e| e.to_string())?;
             Ok(Backend {
-                jobs: local.store.clone(),
-                monitors: local.store.clone(),
+                store: local.store.clone(),
                 queue: local.queue.clone(),
                 blobs: local.blobs.clone(),
                 dead_letters: None,
@@ -62,8 +61,7 @@ async fn open_aws(visibility: Duration) -> Result<Backend, String> {
         .as_deref()
         .map(|url| Arc::new(SqsQueue::new(clients.sqs.clone(), url)) as Arc<dyn WorkQueue>);
     Ok(Backend {
-        jobs: aws.store.clone(),
-        monitors: aws.store.clone(),
+        store: aws.store.clone(),
         queue: Arc::new(queue),
         blobs: aws.blobs.clone(),
         dead_letters,

@@ -123,8 +123,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     }
     let app = Arc::new(
         App::new(
-            backend.jobs.clone(),
-            backend.monitors.clone(),
+            backend.store.clone(),
             backend.queue.clone(),
             backend.blobs.clone(),
             Arc::new(SystemClock),

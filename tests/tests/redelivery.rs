@@ -9,7 +9,7 @@ use sarvcrawl_core::domain::{JobId, JobKind, UserId};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
 use sarvcrawl_core::ports::{
-    BlobStore, Delivery, JobStore, MonitorStore, StoreResult, SystemClock, Task, WorkQueue,
+    BlobStore, Delivery, Store, StoreResult, SystemClock, Task, WorkQueue,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,8 +34,7 @@ impl WorkQueue for Twice {
 }
 
 type Ports = (
-    Arc<dyn JobStore>,
-    Arc<dyn MonitorStore>,
+    Arc<dyn Store>,
     Arc<dyn WorkQueue>,
     Arc<dyn BlobStore>,
     Box<dyn std::any::Any>,
@@ -61,7 +60,6 @@ async fn ports(dir: &std::path::Path) -> Ports {
         let aws = sarvcrawl_aws::Aws::new(&clients, &names);
         return (
             aws.store.clone(),
-            aws.store.clone(),
             aws.queue.clone(),
             aws.blobs.clone(),
             Box::new(()),
@@ -69,7 +67,6 @@ async fn ports(dir: &std::path::Path) -> Ports {
     }
     let local = sarvcrawl_local::open(dir, Duration::from_secs(30)).unwrap();
     (
-        local.store.clone(),
         local.store.clone(),
         local.queue.clone(),
         local.blobs.clone(),
@@ -83,7 +80,7 @@ async fn crawl(
     duplicate: bool,
 ) -> (sarvcrawl_core::domain::Job, Vec<String>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let (jobs, monitors, queue, blobs, _hold) = ports(dir.path()).await;
+    let (store, queue, blobs, _hold) = ports(dir.path()).await;
     let queue: Arc<dyn WorkQueue> = if duplicate {
         Arc::new(Twice(queue))
     } else {
@@ -92,8 +89,7 @@ async fn crawl(
     let policy = AddressPolicy::new(vec!["127.0.0.1/32".parse().unwrap()]);
     let fetcher = Fetcher::new(policy, FetchConfig::default()).unwrap();
     let app = Arc::new(App::new(
-        jobs,
-        monitors,
+        store,
         queue,
         blobs,
         Arc::new(SystemClock),

@@ -4,6 +4,7 @@
 
 pub mod bootstrap;
 pub mod dynamo;
+mod idempotency;
 pub mod keys;
 #[cfg(feature = "lambda")]
 pub mod lambda;

@@ -429,6 +429,47 @@ pub trait MonitorStore: Send + Sync {
     async fn due_monitors(&self, now: DateTime<Utc>, max: u32) -> StoreResult<Vec<Monitor>>;
 }
 
+/// What an `Idempotency-Key` stands for when a submit presents it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservation {
+    /// The key was free (or its record had expired): this submit runs and completes it.
+    Reserved,
+    /// Another submit with the key is running; `hash` is the fingerprint of its request.
+    Pending { hash: String },
+    /// A submit with the key answered `response`; `hash` is its request's fingerprint.
+    Done { hash: String, response: String },
+}
+
+/// Records of `Idempotency-Key`s, per user, each expiring at its `expires_at`.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Takes `key` for a request with fingerprint `hash` until `until` unless a live record
+    /// exists, which it returns instead. Atomic: of racing submits exactly one reserves.
+    async fn reserve(
+        &self,
+        user: &UserId,
+        key: &str,
+        hash: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Reservation>;
+    /// Stores the answer of the reserving submit, kept until `until`.
+    async fn complete(
+        &self,
+        user: &UserId,
+        key: &str,
+        response: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Frees a reservation whose submit did not create a job.
+    async fn release(&self, user: &UserId, key: &str) -> StoreResult<()>;
+}
+
+/// Everything a backend stores besides documents: jobs, monitors and idempotency records.
+pub trait Store: JobStore + MonitorStore + IdempotencyStore {}
+
+impl<T: JobStore + MonitorStore + IdempotencyStore> Store for T {}
+
 /// One hit of a web search.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchHit {

@@ -30,6 +30,14 @@ CREATE TABLE IF NOT EXISTS monitors (
     due_at INTEGER,
     body TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS idempotency (
+    user_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    response TEXT,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (user_id, key)
+);
 CREATE INDEX IF NOT EXISTS monitors_by_user ON monitors (user_id, monitor_id);
 CREATE INDEX IF NOT EXISTS monitors_by_due ON monitors (due_at) WHERE due_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS slots (

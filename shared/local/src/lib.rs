@@ -3,6 +3,7 @@
 
 mod blobs;
 mod db;
+mod idempotency;
 mod monitors;
 mod queue;
 mod store;

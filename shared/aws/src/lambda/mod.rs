@@ -93,7 +93,6 @@ impl Deployment {
         let app = Arc::new(
             App::new(
                 aws.store.clone(),
-                aws.store.clone(),
                 aws.queue.clone(),
                 aws.blobs.clone(),
                 Arc::new(SystemClock),

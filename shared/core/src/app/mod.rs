@@ -18,7 +18,8 @@ use crate::domain::validate::Problem;
 use crate::domain::JobId;
 use crate::engine::fetch::Fetcher;
 use crate::ports::{
-    BlobStore, Clock, JobStore, MonitorStore, SearchProvider, StoreError, WorkQueue,
+    BlobStore, Clock, IdempotencyStore, JobStore, MonitorStore, SearchProvider, Store, StoreError,
+    WorkQueue,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +67,7 @@ impl Default for Config {
 pub struct App {
     pub jobs: Arc<dyn JobStore>,
     pub monitors: Arc<dyn MonitorStore>,
+    pub idempotency: Arc<dyn IdempotencyStore>,
     pub queue: Arc<dyn WorkQueue>,
     pub blobs: Arc<dyn BlobStore>,
     pub clock: Arc<dyn Clock>,
@@ -78,8 +80,7 @@ pub struct App {
 
 impl App {
     pub fn new(
-        jobs: Arc<dyn JobStore>,
-        monitors: Arc<dyn MonitorStore>,
+        store: Arc<dyn Store>,
         queue: Arc<dyn WorkQueue>,
         blobs: Arc<dyn BlobStore>,
         clock: Arc<dyn Clock>,
@@ -88,8 +89,9 @@ impl App {
     ) -> Self {
         let runtime = Runtime::new(config.per_host_concurrency);
         App {
-            jobs,
-            monitors,
+            jobs: store.clone(),
+            monitors: store.clone(),
+            idempotency: store,
             queue,
             blobs,
             clock,
@@ -129,6 +131,8 @@ pub enum AppError {
     TooLarge(usize),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    #[error("the Idempotency-Key was used with another request")]
+    IdempotencyKeyReused,
     #[error(transparent)]
     Store(#[from] StoreError),
 }

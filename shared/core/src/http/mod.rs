@@ -1,6 +1,7 @@
 //! Transport-neutral HTTP handlers: `http::Request` in, `http::Response` out, one function per
 //! route, errors mapped to API.md's bodies here and nowhere else.
 
+mod idempotency;
 mod response;
 
 use crate::app::{cancel, monitor, query, submit, upload, App, AppError};
@@ -53,22 +54,21 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
                 .get(http::header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok());
             let query: std::collections::BTreeMap<_, _> = query.into_iter().collect();
-            upload::submit(app, user, &query, content_type, req.body().clone())
-                .await
-                .map(|job| accepted(&job))
+            let submit = upload::submit(app, user, &query, content_type, req.body().clone());
+            idempotency::once(app, user, &req, async {
+                submit.await.map(|job| accepted(&job))
+            })
+            .await
         }
         (&Method::POST, ["api", "monitors"]) if req.body().len() <= MAX_JSON_BODY => {
-            monitor::create(app, user, req.body())
-                .await
-                .map(|(m, job)| {
-                    let mut resp = accepted(&job);
-                    if let Ok(mut body) = serde_json::from_slice::<Value>(resp.body()) {
-                        body["monitor_id"] = json!(m.monitor_id);
-                        body["secret"] = json!(m.secret);
-                        *resp.body_mut() = Bytes::from(body.to_string());
-                    }
-                    resp
-                })
+            let create = async {
+                let (m, job) = monitor::create(app, user, req.body()).await?;
+                let mut body = accepted_json(&job);
+                body["monitor_id"] = json!(m.monitor_id);
+                body["secret"] = json!(m.secret);
+                Ok(accepted_body(&body))
+            };
+            idempotency::once(app, user, &req, create).await
         }
         (&Method::GET, ["api", "monitors"]) => monitor::list(app, user).await.map(|ms| {
             let list: Vec<Value> = ms.iter().map(monitor::to_json).collect();
@@ -98,7 +98,10 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
         {
             None => Err(AppError::NotFound),
             Some(_) if req.body().len() > MAX_JSON_BODY => Err(AppError::TooLarge(MAX_JSON_BODY)),
-            Some(kind) => submit_job(app, user, kind, req.body()).await,
+            Some(kind) => {
+                let submit = submit_job(app, user, kind, req.body());
+                idempotency::once(app, user, &req, submit).await
+            }
         },
         (&Method::GET, ["api", "jobs"]) => list_jobs(app, user, &query).await,
         (&Method::GET, ["api", "jobs", id]) => get_job(app, user, id).await,
@@ -216,16 +219,26 @@ async fn submit_job(
 
 /// The 202 answer to a submit.
 fn accepted(job: &Job) -> Response<Bytes> {
-    let body = json!({
+    accepted_body(&accepted_json(job))
+}
+
+/// The body of a submit's 202.
+fn accepted_json(job: &Job) -> Value {
+    json!({
         "job_id": job.job_id,
         "kind": job.kind.as_str(),
         "status": job.status.as_str(),
         "created_at": response::timestamp(job.created_at),
         "links": job_links(job),
-    });
-    let mut resp = json_response(StatusCode::ACCEPTED, &body);
+    })
+}
+
+/// A 202 with `body`, which names its job: `Location` and `Retry-After` as API.md says.
+fn accepted_body(body: &Value) -> Response<Bytes> {
+    let job = body["job_id"].as_str().unwrap_or_default();
+    let mut resp = json_response(StatusCode::ACCEPTED, body);
     let headers = resp.headers_mut();
-    if let Ok(v) = format!("/api/jobs/{}", job.job_id).parse() {
+    if let Ok(v) = format!("/api/jobs/{job}").parse() {
         headers.insert(http::header::LOCATION, v);
     }
     headers.insert(

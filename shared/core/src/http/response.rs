@@ -113,6 +113,13 @@ pub(crate) fn error(e: AppError) -> Response<Bytes> {
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorBody::new("UNSUPPORTED_MEDIA_TYPE", &message),
         ),
+        AppError::IdempotencyKeyReused => error_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorBody::new(
+                "IDEMPOTENCY_KEY_REUSED",
+                "this Idempotency-Key was used with a different request",
+            ),
+        ),
         AppError::Store(e) => {
             tracing::error!(error = %e, "request failed");
             error_response(
