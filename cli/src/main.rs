@@ -1,8 +1,9 @@
-//! `sarvcrawl`: the embedded server (`serve`) and, in time, the client commands.
+//! `sarvcrawl`: the embedded server (`serve`) and the client commands.
 
 #[cfg(feature = "aws")]
 mod aws;
 mod backend;
+mod client;
 mod serve;
 mod server;
 
@@ -15,6 +16,8 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    client: client::ClientArgs,
 }
 
 #[derive(Subcommand)]
@@ -25,14 +28,20 @@ enum Command {
     #[cfg(feature = "aws")]
     #[command(subcommand)]
     Aws(aws::AwsCommand),
+    #[command(flatten)]
+    Client(client::ClientCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let default_level = match cli.command {
+        Command::Client(_) => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -46,13 +55,20 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
+    runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => serve::run(args).await,
+            Command::Serve(args) => exit_code(serve::run(args).await),
             #[cfg(feature = "aws")]
-            Command::Aws(cmd) => aws::run(cmd).await,
+            Command::Aws(cmd) => exit_code(aws::run(cmd).await),
+            Command::Client(cmd) => match client::run(cli.client, cmd).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(failure) => failure.report(),
+            },
         }
-    });
+    })
+}
+
+fn exit_code(result: Result<(), String>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

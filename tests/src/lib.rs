@@ -3,9 +3,11 @@
 //! listeners that count connections.
 
 pub mod fixture;
+pub mod proxy;
 pub mod server;
 
 pub use fixture::{tree_paths, tree_site, Received, Receiver, Route, Site, Tap};
+pub use proxy::{FirstPost, Proxy};
 pub use server::{Api, Reply, Serve};
 
 /// One node of a job's `/tree`, flattened.

@@ -1,0 +1,223 @@
+//! The client commands run as a user would, against `serve`: waiting, deadlines, JSON output,
+//! trees and results, and the manners: a lost submit answer retried with its key (one job), a
+//! 429 waited out, few polls for a slow job.
+
+use e2e::{tree_site, FirstPost, Proxy, Route, Serve, Site};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `sarvcrawl --api-url <api> <args>` to its end.
+async fn cli(api: &str, args: &[&str]) -> Run {
+    let mut cmd = std::process::Command::new(e2e::server::binary());
+    cmd.arg("--api-url").arg(api).args(args);
+    cmd.env_remove("SARVCRAWL_API_KEY");
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .expect("run sarvcrawl");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn page_site(pause: Option<Duration>) -> HashMap<String, Route> {
+    let html = Route::Html(
+        "<html><head><title>CLI page</title></head><body><h1>Hello CLI</h1><p>Body text.</p></body></html>"
+            .into(),
+    );
+    let mut routes = HashMap::new();
+    routes.insert(
+        "/page".to_string(),
+        match pause {
+            Some(p) => Route::Slow(p, Box::new(html)),
+            None => html,
+        },
+    );
+    routes
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scrape_wait_prints_the_document_and_crawl_json_ends_with_the_job() {
+    let site = Site::start(page_site(None)).await;
+    let serve = Serve::start();
+    let r = cli(&serve.base, &["scrape", &site.url("/page"), "--wait"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "# Hello CLI\n\nBody text.");
+    assert!(r.stderr.contains("job job_"), "{}", r.stderr);
+
+    let tree = Site::start(tree_site(13)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let job_file = dir.path().join("job");
+    let r = cli(
+        &serve.base,
+        &[
+            "crawl",
+            &tree.url("/"),
+            "--no-sitemap",
+            "--wait",
+            "--json",
+            "--job-file",
+            job_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let last: Value = serde_json::from_str(r.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["progress"]["pages_completed"], 13);
+    let id = std::fs::read_to_string(&job_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert_eq!(last["job_id"], id.as_str());
+
+    let r = cli(&serve.base, &["tree", &id]).await;
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        r.stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with('✓'))
+            .count(),
+        13
+    );
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("  ✓ ") && l.ends_with("/p/1.html (200)")),
+        "{}",
+        r.stdout
+    );
+    let out = dir.path().join("pages");
+    let r = cli(
+        &serve.base,
+        &["results", &id, "--all", "--out", out.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 13);
+
+    let r = cli(&serve.base, &["status", "job_01JD0000000000000000000000"]).await;
+    assert_eq!(r.code, 6);
+    assert!(r.stderr.contains("NOT_FOUND"), "{}", r.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deadline_names_the_job_and_can_cancel_it() {
+    let site = Site::start(page_site(Some(Duration::from_secs(10)))).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let r = cli(
+        &serve.base,
+        &[
+            "scrape",
+            &site.url("/page"),
+            "--wait",
+            "--deadline",
+            "1s",
+            "--on-deadline",
+            "cancel",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let id = r
+        .stderr
+        .split_whitespace()
+        .find(|w| w.starts_with("job_"))
+        .expect("the job id is named")
+        .to_string();
+    assert!(
+        r.stderr.contains(&format!("deadline passed; job {id}")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(api.job(&id).await["status"], "cancelled");
+
+    let r = cli(
+        &serve.base,
+        &["scrape", &site.url("/page"), "--wait", "--deadline", "1s"],
+    )
+    .await;
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let id = r
+        .stderr
+        .split_whitespace()
+        .find(|w| w.starts_with("job_"))
+        .unwrap()
+        .to_string();
+    assert_eq!(api.job(&id).await["status"], "running", "left running");
+
+    let keyed = Serve::with(
+        &["--allow-net", "127.0.0.1/32"],
+        &[("SARVCRAWL_API_KEYS", "alice:alice-key-0123456789")],
+    );
+    let r = cli(&keyed.base, &["jobs"]).await;
+    assert_eq!(r.code, 5, "{}", r.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_submit_answer_is_retried_with_the_same_key() {
+    let site = Site::start(page_site(None)).await;
+    let serve = Serve::start();
+    let proxy = Proxy::start(&serve.base, FirstPost::DropAnswer).await;
+    let r = cli(&proxy.base, &["scrape", &site.url("/page")]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let posts = proxy.seen().iter().filter(|s| s.method == "POST").count();
+    assert_eq!(posts, 2, "the submit was sent again");
+    let jobs = serve.api(None).get("/api/jobs").await.body;
+    let jobs = jobs["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "exactly one job");
+    assert_eq!(r.stdout.trim(), jobs[0]["job_id"].as_str().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_429_is_waited_out_before_the_next_request() {
+    let site = Site::start(page_site(None)).await;
+    let serve = Serve::start();
+    let proxy = Proxy::start(&serve.base, FirstPost::Busy(2)).await;
+    let r = cli(&proxy.base, &["scrape", &site.url("/page")]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seen = proxy.seen();
+    assert_eq!(seen.len(), 2);
+    let gap = seen[1].at - seen[0].at;
+    assert!(gap >= Duration::from_secs(2), "retried after {gap:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_job_is_polled_a_few_times() {
+    // Five pages 5 s apart: a crawl of about 20 s.
+    let site = Site::start(tree_site(5)).await;
+    let serve = Serve::start();
+    let proxy = Proxy::start(&serve.base, FirstPost::Forward).await;
+    let args = [
+        "crawl",
+        &site.url("/"),
+        "--no-sitemap",
+        "--delay-ms",
+        "5000",
+        "--wait",
+        "--json",
+    ];
+    let started = std::time::Instant::now();
+    let r = cli(&proxy.base, &args).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        started.elapsed() >= Duration::from_secs(19),
+        "a job of about 20 s"
+    );
+    let polls = proxy
+        .seen()
+        .iter()
+        .filter(|s| s.method == "GET" && s.path.starts_with("/api/jobs/"))
+        .count();
+    assert!((2..=15).contains(&polls), "{polls} polls for a 20 s job");
+}
