@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test of SarvCrawl: formatting, lints, unit tests, the template linter,
-# and the black-box suite against a real `sarvcrawl serve`, once on the local backend and once
-# on the AWS backend over a local emulator, with fixture sites on 127.0.0.1.
+# the black-box suite against a real `sarvcrawl serve`, once on the local backend and once on
+# the AWS backend over a local emulator, with fixture sites on 127.0.0.1, and the property-based
+# API run of schemathesis against openapi.yaml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +19,10 @@ source scripts/aws-emulator.sh
 trap stop_aws_emulator EXIT
 .venv/bin/cfn-lint template.yaml
 .venv/bin/sam validate --lint --template template.yaml
+.venv/bin/openapi-spec-validator openapi.yaml
 
 cargo test --workspace --all-features --locked
 echo "--- the black-box suite on the AWS backend"
 SARVCRAWL_TEST_BACKEND=aws cargo test --locked -p e2e
+echo "--- the property-based API run (schemathesis)"
+bash scripts/api-fuzz.sh

@@ -61,7 +61,7 @@ fn into_axum(resp: http::Response<Bytes>) -> Response {
 }
 
 async fn handle(State(s): State<Server>, req: Request<Body>) -> Response {
-    if req.uri().path().trim_end_matches('/') == "/api/health" {
+    if api::is_health(req.method(), req.uri().path()) {
         return into_axum(api::health());
     }
     let authorization = req

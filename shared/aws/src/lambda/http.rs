@@ -24,7 +24,7 @@ fn user_of(req: &Request) -> Option<UserId> {
 
 /// Answers one API request.
 pub async fn handle(app: &App, req: Request) -> Response<Body> {
-    let resp = if req.uri().path().trim_end_matches('/') == "/api/health" {
+    let resp = if api::is_health(req.method(), req.uri().path()) {
         api::health()
     } else {
         match user_of(&req) {

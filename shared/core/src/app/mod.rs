@@ -116,6 +116,8 @@ pub enum AppError {
     Invalid(Vec<Problem>),
     #[error("not found")]
     NotFound,
+    #[error("no such route")]
+    NoRoute,
     #[error("the job has already finished")]
     JobFinished,
     #[error("an active {limit} job already exists")]

@@ -28,6 +28,11 @@ pub fn health() -> Response<Bytes> {
     )
 }
 
+/// Whether a request is `GET /api/health`, the one route that needs no key.
+pub fn is_health(method: &Method, path: &str) -> bool {
+    method == Method::GET && path.trim_end_matches('/') == "/api/health"
+}
+
 /// The answer to a request without a valid key.
 pub fn unauthorized() -> Response<Bytes> {
     error_response(
@@ -96,7 +101,7 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
         }
         (&Method::POST, ["api", kind]) => match JobKind::parse(kind).filter(|k| k.is_submittable())
         {
-            None => Err(AppError::NotFound),
+            None => Err(AppError::NoRoute),
             Some(_) if req.body().len() > MAX_JSON_BODY => Err(AppError::TooLarge(MAX_JSON_BODY)),
             Some(kind) => {
                 let submit = submit_job(app, user, kind, req.body());
@@ -118,7 +123,7 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
                 )
             })
         }
-        _ => Err(AppError::NotFound),
+        _ => Err(AppError::NoRoute),
     };
     result.unwrap_or_else(error)
 }

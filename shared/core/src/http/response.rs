@@ -60,6 +60,10 @@ pub(crate) fn error(e: AppError) -> Response<Bytes> {
             StatusCode::NOT_FOUND,
             ErrorBody::new("NOT_FOUND", "no such resource"),
         ),
+        AppError::NoRoute => error_response(
+            StatusCode::NOT_FOUND,
+            ErrorBody::new("NOT_FOUND", "no such route"),
+        ),
         AppError::JobFinished => error_response(
             StatusCode::CONFLICT,
             ErrorBody::new("JOB_FINISHED", "the job has already finished"),
