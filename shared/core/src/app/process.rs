@@ -153,13 +153,29 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
     }
 }
 
-/// Whether the task's page is being fetched (or was, by a worker that died): its next
-/// delivery decides by the page's lease, and a task is not given up while it runs.
+/// Whether another delivery is fetching the task's page under a live lease: a task is not
+/// given up while it runs. A lease that ran out (its worker died, or panicked on the page) is
+/// taken over here, so the task can be given up.
 async fn held(app: &App, task: &Task) -> bool {
+    let node = app
+        .jobs
+        .get_node(&task.user_id, &task.job_id, &task.url)
+        .await;
+    if !matches!(node, Ok(Some(n)) if n.status == NodeStatus::Running) {
+        return false;
+    }
+    let holder = ulid::Ulid::new().to_string();
+    let until = app.clock.now() + task_lease(app);
     matches!(
-        app.jobs.get_node(&task.user_id, &task.job_id, &task.url).await,
-        Ok(Some(n)) if n.status == NodeStatus::Running
+        app.jobs
+            .start_node(&task.user_id, &task.job_id, &task.url, &holder, until)
+            .await,
+        Ok(false)
     )
+}
+
+fn task_lease(app: &App) -> chrono::Duration {
+    chrono::Duration::from_std(app.config.task_lease).unwrap_or(chrono::Duration::minutes(15))
 }
 
 /// The document key of a page of a job.
@@ -227,8 +243,6 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
             .await?;
     }
 
-    let lease =
-        chrono::Duration::from_std(app.config.task_lease).unwrap_or(chrono::Duration::minutes(15));
     if !app
         .jobs
         .start_node(
@@ -236,7 +250,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
             job_id,
             &task.url,
             &ulid::Ulid::new().to_string(),
-            app.clock.now() + lease,
+            app.clock.now() + task_lease(app),
         )
         .await?
     {
