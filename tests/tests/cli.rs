@@ -105,6 +105,31 @@ async fn scrape_wait_prints_the_document_and_crawl_json_ends_with_the_job() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 13);
 
+    let r = cli(
+        &serve.base,
+        &[
+            "scrape",
+            &site.url("/page"),
+            "--render",
+            "--wait-for",
+            "main",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 6);
+    assert!(r.stderr.contains("503 RENDER_UNAVAILABLE"), "{}", r.stderr);
+    let r = cli(
+        &serve.base,
+        &["scrape", &site.url("/page"), "--header", "Host: x"],
+    )
+    .await;
+    assert_eq!(r.code, 6);
+    assert!(
+        r.stderr.contains("headers: \"Host\" cannot be set"),
+        "{}",
+        r.stderr
+    );
+
     let r = cli(&serve.base, &["status", "job_01JD0000000000000000000000"]).await;
     assert_eq!(r.code, 6);
     assert!(r.stderr.contains("NOT_FOUND"), "{}", r.stderr);

@@ -46,6 +46,18 @@ pub struct PageFlags {
     /// Per-page deadline in milliseconds.
     #[arg(long)]
     timeout_ms: Option<u64>,
+    /// A request header to send, `Name: value` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Load the page in a headless browser.
+    #[arg(long)]
+    render: bool,
+    /// With --render: wait for this CSS selector.
+    #[arg(long)]
+    wait_for: Option<String>,
+    /// With --render: wait this many milliseconds more.
+    #[arg(long)]
+    wait_ms: Option<u64>,
 }
 
 impl PageFlags {
@@ -64,6 +76,27 @@ impl PageFlags {
         }
         if let Some(t) = self.timeout_ms {
             body.insert("timeout_ms".into(), json!(t));
+        }
+        if !self.headers.is_empty() {
+            let headers: Map<String, Value> = self
+                .headers
+                .iter()
+                .map(|h| match h.split_once(':') {
+                    Some((k, v)) => (k.trim().to_string(), json!(v.trim())),
+                    // The API says what is wrong with a header without a value.
+                    None => (h.trim().to_string(), json!("")),
+                })
+                .collect();
+            body.insert("headers".into(), Value::Object(headers));
+        }
+        if self.render {
+            body.insert("render".into(), json!(true));
+        }
+        if let Some(w) = &self.wait_for {
+            body.insert("wait_for".into(), json!(w));
+        }
+        if let Some(w) = self.wait_ms {
+            body.insert("wait_ms".into(), json!(w));
         }
     }
 }
