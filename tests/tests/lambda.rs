@@ -453,3 +453,44 @@ async fn two_schedulers_at_once_start_a_due_check_once() {
     // While that check holds the monitor, no scheduler starts another.
     assert_eq!(monitor::tick(&d.app).await.unwrap(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
+    let d = deployment().await;
+    let body = json!({"url": "https://example.com/", "use_sitemap": false});
+    let resp = http::handle(
+        &d.app,
+        api_event("POST", "/api/crawl", Some("dh"), Some(body)),
+    )
+    .await;
+    assert_eq!(resp.status(), 202);
+    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+    let user = UserId("dh".into());
+    let url = "https://example.com/";
+    // A worker is fetching the page (a duplicate delivery of its task went to the DLQ).
+    let until = chrono::Utc::now() + chrono::Duration::seconds(2);
+    assert!(d
+        .aws
+        .store
+        .start_node(&user, &id, url, "worker-1", until)
+        .await
+        .unwrap());
+    let task = Task {
+        user_id: user.clone(),
+        job_id: id.clone(),
+        url: url.into(),
+        depth: 0,
+    };
+    let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task.clone())])).await;
+    assert_eq!(response.batch_item_failures.len(), 1, "seen again later");
+    let job = d.aws.store.get_job(&user, &id).await.unwrap().unwrap();
+    assert!(
+        !job.status.is_final(),
+        "the page being fetched is not given up"
+    );
+    // Once the lease has run out (the worker died), the dead letter ends the job.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task)])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(final_status(&d, &user, &id).await, JobStatus::Failed);
+}

@@ -6,7 +6,8 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use sarvcrawl_core::app::process::abandon;
 use sarvcrawl_core::app::App;
 
-/// Records each dead letter; names the ones whose recording failed.
+/// Records each dead letter; names the ones to see again (their recording failed, or their
+/// page is still being fetched under a live lease).
 pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
     for m in event.records {
@@ -15,8 +16,14 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
             tracing::error!(message = %id, "dropping an unreadable dead letter");
             continue;
         };
-        if let Err(e) = abandon(app, &task, app.config.max_receives).await {
-            tracing::warn!(error = %e, "dead letter not recorded; will retry");
+        let recorded = match abandon(app, &task, app.config.max_receives).await {
+            Ok(recorded) => recorded,
+            Err(e) => {
+                tracing::warn!(error = %e, "dead letter not recorded; will retry");
+                false
+            }
+        };
+        if !recorded {
             let mut failure = BatchItemFailure::default();
             failure.item_identifier = id;
             response.batch_item_failures.push(failure);

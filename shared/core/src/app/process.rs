@@ -135,9 +135,10 @@ pub async fn process(app: &App, d: &Delivery) -> Disposition {
 }
 
 async fn attempt(app: &App, d: &Delivery) -> Disposition {
-    if d.receive_count > app.config.max_receives && !held(app, &d.task).await {
+    if d.receive_count > app.config.max_receives {
         return match abandon(app, &d.task, d.receive_count - 1).await {
-            Ok(()) => Disposition::Ack,
+            Ok(true) => Disposition::Ack,
+            Ok(false) => Disposition::Wait,
             Err(_) => Disposition::Retry,
         };
     }
@@ -562,9 +563,14 @@ async fn settle_cancelled(app: &App, task: &Task, status: NodeStatus) -> StoreRe
 
 /// Records a task that exhausted its `attempts` as a failed page, so its job can end and free
 /// its slot (I5). Used for a task received too often, and by the dead-letter queue's consumer.
-pub async fn abandon(app: &App, task: &Task, attempts: u32) -> StoreResult<()> {
+/// False, recording nothing, while another delivery still fetches the page under a live lease:
+/// try again later.
+pub async fn abandon(app: &App, task: &Task, attempts: u32) -> StoreResult<bool> {
+    if held(app, task).await {
+        return Ok(false);
+    }
     let Some(job) = app.jobs.get_job(&task.user_id, &task.job_id).await? else {
-        return Ok(());
+        return Ok(true);
     };
     let error = JobError::new(
         ErrorCode::Internal,
@@ -600,7 +606,7 @@ pub async fn abandon(app: &App, task: &Task, attempts: u32) -> StoreResult<()> {
     if c.pending == 0 && !job.status.is_final() {
         finish(app, &job, Some(&error)).await?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Sets the final status of a job whose last page is done, and logs the totals. When no page

@@ -89,11 +89,13 @@ pub async fn run_dead_letters(
         };
         for d in batch {
             match abandon(&app, &d.task, app.config.max_receives).await {
-                Ok(()) => {
+                Ok(true) => {
                     if let Err(e) = dead_letters.ack(&d.receipt).await {
                         tracing::warn!(error = %e, "dead-letter ack failed");
                     }
                 }
+                // Its page is still being fetched: look again after the visibility timeout.
+                Ok(false) => {}
                 Err(e) => tracing::warn!(error = %e, "dead letter not recorded; will retry"),
             }
         }
