@@ -25,6 +25,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SARVCRAWL_ADDR", default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
 
+    /// Write the address actually listened on to this file once listening (useful with
+    /// port 0).
+    #[arg(long, env = "SARVCRAWL_ADDR_FILE", value_name = "FILE")]
+    addr_file: Option<PathBuf>,
+
     /// Directory for the SQLite database and stored documents.
     #[arg(long, env = "SARVCRAWL_DATA_DIR", default_value = "./.sarvcrawl")]
     data_dir: PathBuf,
@@ -143,6 +148,13 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    if let Some(path) = &args.addr_file {
+        // Written whole under another name first, so a reader never sees half of it.
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, bound.to_string())
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));

@@ -1,7 +1,6 @@
 //! Spawning `sarvcrawl serve` and talking to its API.
 
 use serde_json::Value;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,13 +16,6 @@ pub fn binary() -> PathBuf {
         .and_then(Path::parent)
         .expect("target directory");
     dir.join("sarvcrawl")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 /// Whether the suite runs against the AWS backend (`SARVCRAWL_TEST_BACKEND=aws`, with
@@ -67,7 +59,7 @@ pub struct Serve {
     _tmp: Option<tempfile::TempDir>,
     args: Vec<String>,
     envs: Vec<(String, String)>,
-    port: u16,
+    addr_file: PathBuf,
 }
 
 impl Serve {
@@ -95,21 +87,26 @@ impl Serve {
         let mut s = Serve {
             child: None,
             base: String::new(),
+            addr_file: tmp.path().join("addr"),
             data_dir,
             _tmp: Some(tmp),
             args,
             envs,
-            port: free_port(),
         };
         s.spawn();
         s
     }
 
+    /// Starts the server on a port of its own choosing (port 0) and learns the port from the
+    /// file the server writes once it listens: no other test's server can be taken for it.
     fn spawn(&mut self) {
+        let _ = std::fs::remove_file(&self.addr_file);
         let mut cmd = Command::new(binary());
         cmd.arg("serve")
             .arg("--addr")
-            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("127.0.0.1:0")
+            .arg("--addr-file")
+            .arg(&self.addr_file)
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.args)
@@ -124,15 +121,11 @@ impl Serve {
         }
         let child = cmd.spawn().expect("spawn sarvcrawl serve");
         self.child = Some(child);
-        self.base = format!("http://127.0.0.1:{}", self.port);
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
-                // A connect to a port nobody listens on can pick that very port as its own
-                // and connect to itself: that is not the server.
-                if s.local_addr().ok() != s.peer_addr().ok() {
-                    return;
-                }
+            if let Ok(addr) = std::fs::read_to_string(&self.addr_file) {
+                self.base = format!("http://{}", addr.trim());
+                return;
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
                 panic!("sarvcrawl serve exited at start-up: {status}");
@@ -154,7 +147,6 @@ impl Serve {
     /// take the new `base`).
     pub fn restart(&mut self) {
         self.kill();
-        self.port = free_port();
         self.spawn();
     }
 
