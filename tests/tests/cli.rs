@@ -29,6 +29,15 @@ async fn cli(api: &str, args: &[&str]) -> Run {
     }
 }
 
+/// The job id a command's stderr names.
+fn named_job(stderr: &str) -> String {
+    stderr
+        .split_whitespace()
+        .find(|w| w.starts_with("job_"))
+        .expect("the job id is named")
+        .to_string()
+}
+
 fn page_site(pause: Option<Duration>) -> HashMap<String, Route> {
     let html = Route::Html(
         "<html><head><title>CLI page</title></head><body><h1>Hello CLI</h1><p>Body text.</p></body></html>"
@@ -154,12 +163,7 @@ async fn a_deadline_names_the_job_and_can_cancel_it() {
     )
     .await;
     assert_eq!(r.code, 4, "{}", r.stderr);
-    let id = r
-        .stderr
-        .split_whitespace()
-        .find(|w| w.starts_with("job_"))
-        .expect("the job id is named")
-        .to_string();
+    let id = named_job(&r.stderr);
     assert!(
         r.stderr.contains(&format!("deadline passed; job {id}")),
         "{}",
@@ -173,12 +177,7 @@ async fn a_deadline_names_the_job_and_can_cancel_it() {
     )
     .await;
     assert_eq!(r.code, 4, "{}", r.stderr);
-    let id = r
-        .stderr
-        .split_whitespace()
-        .find(|w| w.starts_with("job_"))
-        .unwrap()
-        .to_string();
+    let id = named_job(&r.stderr);
     assert_eq!(api.job(&id).await["status"], "running", "left running");
 
     let keyed = Serve::with(

@@ -1,7 +1,7 @@
 //! A map job: the site's URLs from its sitemaps and from the links of its pages, read for links
 //! and titles only (no Markdown), until `limit` URLs are known.
 
-use super::process::{fetch_page, Produced};
+use super::process::{fetch_pages, Produced};
 use super::runtime::JobRuntime;
 use super::{crawl, App};
 use crate::domain::{CrawlRequest, Format, Job, MapRequest, PageOptions};
@@ -150,17 +150,11 @@ pub(crate) async fn run(
         let take = if first { 1 } else { CONCURRENCY };
         let batch: Vec<(Url, u32)> = (0..take).filter_map(|_| frontier.pop_front()).collect();
         read += batch.len();
-        let pages = futures::future::join_all(batch.iter().map(|(u, _)| async {
-            let mut l = Vec::new();
-            let p = fetch_page(app, job, &rules.page, true, rt, u.as_str(), &mut l).await;
-            (p, l)
-        }))
-        .await;
-        for ((url, depth), (page, l)) in batch.into_iter().zip(pages) {
-            logs.extend(l);
-            let Some(page) = page? else {
-                return Ok(None);
-            };
+        let urls: Vec<&str> = batch.iter().map(|(u, _)| u.as_str()).collect();
+        let Some(pages) = fetch_pages(app, job, &rules.page, rt, &urls, logs).await? else {
+            return Ok(None);
+        };
+        for ((url, depth), page) in batch.into_iter().zip(pages) {
             let Ok((fetched, built)) = page else {
                 if first {
                     // The start page itself failed (robots, address, network): so does the map.

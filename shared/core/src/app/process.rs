@@ -430,6 +430,33 @@ pub(crate) async fn fetch_page(
     }))
 }
 
+/// [`fetch_page`] for several URLs at once (as the job's gates allow), robots obeyed; each
+/// page's log lines are added in the order of `urls`. `None` when the job was cancelled.
+pub(crate) async fn fetch_pages(
+    app: &App,
+    job: &Job,
+    opts: &PageOptions,
+    rt: &JobRuntime,
+    urls: &[&str],
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<Option<Vec<Page>>> {
+    let fetched = futures::future::join_all(urls.iter().map(|u| async move {
+        let mut l = Vec::new();
+        let p = fetch_page(app, job, opts, true, rt, u, &mut l).await;
+        (p, l)
+    }))
+    .await;
+    let mut pages = Vec::with_capacity(fetched.len());
+    for (page, l) in fetched {
+        logs.extend(l);
+        match page? {
+            Some(p) => pages.push(p),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(pages))
+}
+
 /// Fetches, backing off while the server answers 429 or 503 (C2).
 async fn fetch_politely(
     app: &App,

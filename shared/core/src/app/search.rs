@@ -1,7 +1,7 @@
 //! A search job: the configured provider's hits for a query, each scraped (when asked) with the
 //! request's page options. A hit that fails carries its error; the job still completes.
 
-use super::process::{fetch_page, Produced};
+use super::process::{fetch_pages, Produced};
 use super::runtime::JobRuntime;
 use super::App;
 use crate::domain::{ErrorCode, Job, JobError, SearchRequest};
@@ -61,17 +61,11 @@ pub(crate) async fn run(
             Ok(json!({ "results": results })),
         )));
     }
-    let pages = futures::future::join_all(hits.iter().map(|h| async {
-        let mut l = Vec::new();
-        let p = fetch_page(app, job, &req.page, true, rt, &h.url, &mut l).await;
-        (p, l)
-    }))
-    .await;
-    for (hit, (page, l)) in hits.iter().zip(pages) {
-        logs.extend(l);
-        let Some(page) = page? else {
-            return Ok(None);
-        };
+    let urls: Vec<&str> = hits.iter().map(|h| h.url.as_str()).collect();
+    let Some(pages) = fetch_pages(app, job, &req.page, rt, &urls, logs).await? else {
+        return Ok(None);
+    };
+    for (hit, page) in hits.iter().zip(pages) {
         let page = Produced::page(&hit.url, page);
         logs.push(
             match (&page.error, page.status_code) {
