@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Runs every check and test of SarvCrawl: formatting, lints, unit tests, the template linter,
 # the black-box suite against a real `sarvcrawl serve`, once on the local backend and once on
-# the AWS backend over a local emulator, with fixture sites on 127.0.0.1, and the property-based
+# the AWS backend over a local emulator, with fixture sites on 127.0.0.1 and headless Chromium
+# for rendered pages (installed when missing), and the property-based
 # API run of schemathesis against openapi.yaml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# No incremental caches: a clean run never reuses them, and they double the build's disk use.
+export CARGO_INCREMENTAL=0
 
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
-# The black-box tests spawn the server binary: build it (with AWS support) before they run.
-cargo build --locked --features aws --bin sarvcrawl
+# The black-box tests spawn the server binary: build it (with AWS support) with the tests, in
+# one feature set, so every dependency is compiled once.
+cargo build --workspace --all-features --locked --tests --bin sarvcrawl
+bash scripts/chromium.sh
 
 # shellcheck source=scripts/aws-emulator.sh
 source scripts/aws-emulator.sh

@@ -9,7 +9,8 @@ use sarvcrawl_core::auth::{Auth, KeyRing, LOCAL_USER};
 use sarvcrawl_core::domain::UserId;
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
-use sarvcrawl_core::ports::SystemClock;
+use sarvcrawl_core::ports::{Renderer, SystemClock};
+use sarvcrawl_render::{Chromium, ChromiumConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,6 +73,18 @@ pub struct ServeArgs {
     /// Shortest interval between a monitor's checks, in seconds.
     #[arg(long, env = "SARVCRAWL_MONITOR_MIN_INTERVAL", default_value_t = 60)]
     monitor_min_interval: u64,
+
+    /// The Chromium executable for `render: true`. Default: `chromium` (or Chrome) on PATH.
+    #[arg(long, env = "SARVCRAWL_CHROMIUM", value_name = "PATH")]
+    chromium: Option<PathBuf>,
+
+    /// Pages rendered at once in the headless browser.
+    #[arg(long, env = "SARVCRAWL_RENDER_PAGES", default_value_t = 4)]
+    render_pages: usize,
+
+    /// Turn rendering off even when Chromium is installed (`render: true` answers 503).
+    #[arg(long)]
+    no_render: bool,
 }
 
 fn load_keys(args: &ServeArgs) -> Result<KeyRing, String> {
@@ -126,6 +139,8 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             "web search is not available: set SARVCRAWL_SEARXNG_URL or SARVCRAWL_BRAVE_API_KEY"
         ),
     }
+    let user_agent = fetcher.user_agent().to_string();
+    let renderer = renderer(&args, user_agent)?;
     let app = Arc::new(
         App::new(
             backend.store.clone(),
@@ -137,12 +152,13 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
                 task_lease: visibility,
                 max_active_jobs: args.max_active_jobs.max(1),
                 monitor_min_interval: args.monitor_min_interval.max(1),
+                render_available: renderer.is_some(),
                 ..Config::default()
             },
         )
-        .with_search(search),
+        .with_search(search)
+        .with_renderer(renderer.clone().map(|r| r as Arc<dyn Renderer>)),
     );
-    tracing::info!("rendering (render: true) is not available: no headless browser configured");
 
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -186,9 +202,40 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     if let Some(h) = dead_letter_handle {
         let _ = h.await;
     }
+    if let Some(r) = renderer {
+        r.shutdown().await;
+    }
     drop(backend);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The headless browser for `render: true`, when rendering is on and Chromium is found; says
+/// which at start-up.
+fn renderer(args: &ServeArgs, user_agent: String) -> Result<Option<Arc<Chromium>>, String> {
+    if args.no_render {
+        tracing::info!("rendering (render: true) is off (--no-render)");
+        return Ok(None);
+    }
+    let Some(executable) = sarvcrawl_render::locate(args.chromium.as_deref())
+        .map_err(|e| format!("SARVCRAWL_CHROMIUM / --chromium: {e}"))?
+    else {
+        tracing::info!(
+            "rendering (render: true) is not available: no Chromium on PATH; install it or set \
+             SARVCRAWL_CHROMIUM"
+        );
+        return Ok(None);
+    };
+    tracing::info!(chromium = %executable.display(), "rendering (render: true) is available");
+    let config = ChromiumConfig {
+        executable,
+        user_agent,
+        max_pages: args.render_pages.max(1),
+    };
+    Ok(Some(Arc::new(Chromium::new(
+        config,
+        AddressPolicy::new(args.allow_nets.clone()),
+    ))))
 }
 
 /// Starts the checks of due monitors, once a second, until `stop` turns true.

@@ -57,7 +57,7 @@ fn page_site(pause: Option<Duration>) -> HashMap<String, Route> {
 #[tokio::test(flavor = "multi_thread")]
 async fn scrape_wait_prints_the_document_and_crawl_json_ends_with_the_job() {
     let site = Site::start(page_site(None)).await;
-    let serve = Serve::start();
+    let serve = Serve::with(&["--allow-net", "127.0.0.1/32", "--no-render"], &[]);
     let r = cli(&serve.base, &["scrape", &site.url("/page"), "--wait"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.trim(), "# Hello CLI\n\nBody text.");

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-const WAIT: Duration = Duration::from_secs(120);
+const WAIT: Duration = Duration::from_secs(300);
 const PAGES: usize = 364; // 1 + 3 + 9 + 27 + 81 + 243: depths 0 to 5
 
 fn paths_of(site: &Site, docs: &[Value]) -> Vec<String> {

@@ -7,7 +7,7 @@ use aws_lambda_events::sqs::SqsEvent;
 use e2e::{Route, Site};
 use sarvcrawl_aws::bootstrap::{bootstrap, Template};
 use sarvcrawl_aws::lambda::{authorizer, dlq, http, scheduler, worker, Deployment};
-use sarvcrawl_aws::Clients;
+use sarvcrawl_aws::{Clients, Names};
 use sarvcrawl_core::domain::{JobId, JobStatus, UserId};
 use sarvcrawl_core::ports::{BlobStore, JobStore, Task, WorkQueue};
 use serde_json::{json, Value};
@@ -15,6 +15,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 async fn deployment() -> Deployment {
+    let (clients, names) = resources().await;
+    Deployment::new(clients, names, vec!["127.0.0.1/32".parse().unwrap()]).unwrap()
+}
+
+/// Fresh resources made from `template.yaml` on the emulator.
+async fn resources() -> (Clients, Names) {
     assert!(
         std::env::var("AWS_ENDPOINT_URL").is_ok(),
         "these tests need the AWS emulator: run scripts/test.sh"
@@ -28,7 +34,7 @@ async fn deployment() -> Deployment {
     let names = bootstrap(&clients, &Template::parse(&text).unwrap(), &prefix)
         .await
         .unwrap();
-    Deployment::new(clients, names, vec!["127.0.0.1/32".parse().unwrap()]).unwrap()
+    (clients, names)
 }
 
 fn ulid_suffix() -> u32 {
@@ -184,6 +190,7 @@ async fn worker_reports_exactly_the_message_that_failed() {
                 job_id: id,
                 url: site.url("/"),
                 depth: 0,
+                render: false,
             },
         ));
     }
@@ -215,6 +222,7 @@ async fn worker_reports_exactly_the_message_that_failed() {
             job_id: broken,
             url: site.url("/"),
             depth: 0,
+            render: false,
         },
     ));
     let response = worker::handle(&d.app, sqs_event(&tasks)).await;
@@ -287,6 +295,7 @@ async fn dead_letters_fail_the_job_and_free_the_slot() {
         job_id: id.clone(),
         url: "https://example.com/".into(),
         depth: 0,
+        render: false,
     };
     let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task)])).await;
     assert!(response.batch_item_failures.is_empty());
@@ -480,6 +489,7 @@ async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
         job_id: id.clone(),
         url: url.into(),
         depth: 0,
+        render: false,
     };
     let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task.clone())])).await;
     assert_eq!(response.batch_item_failures.len(), 1, "seen again later");
@@ -493,4 +503,114 @@ async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
     let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task)])).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(final_status(&d, &user, &id).await, JobStatus::Failed);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
+    let scripted = "<html><body><main id=m>shell</main>\
+        <script>document.getElementById('m').textContent = 'written by script';</script></body></html>";
+    let site = Site::start(HashMap::from([(
+        "/".to_string(),
+        Route::Html(scripted.into()),
+    )]))
+    .await;
+    let (clients, mut names) = resources().await;
+    let allow = vec!["127.0.0.1/32".parse().unwrap()];
+
+    // Without a render queue the deployment has no browser: 503, nothing stored.
+    let plain = Deployment::new(clients.clone(), names.clone(), allow.clone()).unwrap();
+    let body = json!({"url": site.url("/"), "render": true});
+    let resp = http::handle(
+        &plain.app,
+        api_event("POST", "/api/scrape", Some("r1"), Some(body.clone())),
+    )
+    .await;
+    assert_eq!(resp.status(), 503);
+    assert_eq!(body_json(&resp)["error"]["code"], "RENDER_UNAVAILABLE");
+
+    let render_queue = clients
+        .sqs
+        .create_queue()
+        .queue_name(format!("{}-render", names.table))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    names.render_queue_url = Some(render_queue.clone());
+    let front = Deployment::new(clients.clone(), names.clone(), allow.clone()).unwrap();
+    let back = Deployment::rendering(
+        clients.clone(),
+        names,
+        allow,
+        Box::new(|policy, user_agent| {
+            let explicit = std::env::var_os("SARVCRAWL_CHROMIUM").map(std::path::PathBuf::from);
+            let executable = sarvcrawl_render::locate(explicit.as_deref())
+                .ok()
+                .flatten()
+                .expect("Chromium is needed: scripts/test.sh installs it");
+            let config = sarvcrawl_render::ChromiumConfig {
+                executable,
+                user_agent: user_agent.to_string(),
+                max_pages: 1,
+            };
+            std::sync::Arc::new(sarvcrawl_render::Chromium::new(config, policy))
+                as std::sync::Arc<dyn sarvcrawl_core::ports::Renderer>
+        }),
+    )
+    .unwrap();
+
+    // A plain scrape goes to the work queue, a rendered one to the render queue only.
+    let resp = http::handle(
+        &front.app,
+        api_event(
+            "POST",
+            "/api/scrape",
+            Some("r2"),
+            Some(json!({"url": site.url("/")})),
+        ),
+    )
+    .await;
+    assert_eq!(resp.status(), 202);
+    let resp = http::handle(
+        &front.app,
+        api_event("POST", "/api/scrape", Some("r1"), Some(body)),
+    )
+    .await;
+    assert_eq!(resp.status(), 202);
+    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+    let work = front
+        .aws
+        .queue
+        .receive(10, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(work.len(), 1);
+    assert!(!work[0].task.render && work[0].task.job_id != id);
+    let rendered = back
+        .aws
+        .queue
+        .receive(10, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(rendered.len(), 1);
+    assert!(rendered[0].task.render && rendered[0].task.job_id == id);
+
+    // The render worker's handler renders it from an SQS event.
+    let response = worker::handle(
+        &back.app,
+        sqs_event(&[("m1".into(), rendered[0].task.clone())]),
+    )
+    .await;
+    assert!(response.batch_item_failures.is_empty());
+    let user = UserId("r1".into());
+    assert_eq!(final_status(&back, &user, &id).await, JobStatus::Completed);
+    let resp = http::handle(
+        &front.app,
+        api_event("GET", &format!("/api/jobs/{}", id.0), Some("r1"), None),
+    )
+    .await;
+    let job = body_json(&resp);
+    let markdown = job["result"]["markdown"].as_str().unwrap_or_default();
+    assert!(markdown.contains("written by script"), "{job}");
 }

@@ -319,7 +319,7 @@ async fn robots_txt_is_obeyed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn render_without_a_browser_is_refused_and_stores_nothing() {
-    let serve = Serve::start();
+    let serve = Serve::with(&["--no-render"], &[]);
     let api = serve.api(None);
     let r = api
         .post(

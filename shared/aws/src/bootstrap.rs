@@ -280,6 +280,7 @@ pub async fn bootstrap(
         queue_url,
         dlq_url: Some(dlq_url),
         bucket,
+        render_queue_url: None,
     })
 }
 

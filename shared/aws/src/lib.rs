@@ -30,6 +30,9 @@ pub struct Names {
     pub dlq_url: Option<String>,
     /// `SARVCRAWL_BUCKET`
     pub bucket: String,
+    /// `SARVCRAWL_RENDER_QUEUE_URL`: the render worker's queue, when the deployment has one
+    /// (tasks of `render: true` pages go there).
+    pub render_queue_url: Option<String>,
 }
 
 impl Names {
@@ -46,6 +49,7 @@ impl Names {
             queue_url: var("SARVCRAWL_QUEUE_URL")?,
             dlq_url: var("SARVCRAWL_DLQ_URL").ok(),
             bucket: var("SARVCRAWL_BUCKET")?,
+            render_queue_url: var("SARVCRAWL_RENDER_QUEUE_URL").ok(),
         })
     }
 }
@@ -93,7 +97,10 @@ impl Aws {
     pub fn new(clients: &Clients, names: &Names) -> Self {
         Aws {
             store: Arc::new(DynamoStore::new(clients.dynamo.clone(), &names.table)),
-            queue: Arc::new(SqsQueue::new(clients.sqs.clone(), &names.queue_url)),
+            queue: Arc::new(
+                SqsQueue::new(clients.sqs.clone(), &names.queue_url)
+                    .with_render_queue(names.render_queue_url.as_deref()),
+            ),
             blobs: Arc::new(S3Blobs::new(clients.s3.clone(), &names.bucket)),
             keys: KeyStore::new(clients.dynamo.clone(), &names.table),
         }

@@ -5,10 +5,15 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntr
 use sarvcrawl_core::ports::{Delivery, StoreError, StoreResult, Task, WorkQueue};
 use std::time::Duration;
 
-/// SQS-backed [`WorkQueue`].
+/// SQS-backed [`WorkQueue`]: tasks go to the work queue, or to the render queue when they
+/// render and the deployment has one; receipts belong to the queue this process consumes.
 pub struct SqsQueue {
     client: aws_sdk_sqs::Client,
+    /// The queue received from, acknowledged on and deferred on.
     url: String,
+    /// Where new tasks go.
+    work_url: String,
+    render_url: Option<String>,
     visibility: Option<Duration>,
 }
 
@@ -17,8 +22,23 @@ impl SqsQueue {
         SqsQueue {
             client,
             url: url.to_string(),
+            work_url: url.to_string(),
+            render_url: None,
             visibility: None,
         }
+    }
+
+    /// Sends tasks of rendered pages to `url` (the render worker's queue) when given.
+    pub fn with_render_queue(mut self, url: Option<&str>) -> Self {
+        self.render_url = url.map(str::to_string);
+        self
+    }
+
+    /// Receives from (and acknowledges and defers on) `url`, the render worker's own queue;
+    /// new tasks are still sent where they belong.
+    pub fn consuming(mut self, url: &str) -> Self {
+        self.url = url.to_string();
+        self
     }
 
     /// Overrides the queue's visibility timeout for what this client receives.
@@ -26,16 +46,9 @@ impl SqsQueue {
         self.visibility = Some(visibility);
         self
     }
-}
 
-/// Parses a message body into a task (shared with the Lambda worker).
-pub(crate) fn parse_task(body: &str) -> Option<Task> {
-    serde_json::from_str(body).ok()
-}
-
-#[async_trait]
-impl WorkQueue for SqsQueue {
-    async fn send(&self, tasks: &[Task]) -> StoreResult<()> {
+    /// Sends `tasks` to `queue`, ten to a batch.
+    async fn send_to(&self, queue: &str, tasks: &[&Task]) -> StoreResult<()> {
         for chunk in tasks.chunks(10) {
             let mut entries = Vec::with_capacity(chunk.len());
             for (i, t) in chunk.iter().enumerate() {
@@ -51,7 +64,7 @@ impl WorkQueue for SqsQueue {
             let out = self
                 .client
                 .send_message_batch()
-                .queue_url(&self.url)
+                .queue_url(queue)
                 .set_entries(Some(entries))
                 .send()
                 .await
@@ -62,6 +75,25 @@ impl WorkQueue for SqsQueue {
                     out.failed().len()
                 )));
             }
+        }
+        Ok(())
+    }
+}
+
+/// Parses a message body into a task (shared with the Lambda worker).
+pub(crate) fn parse_task(body: &str) -> Option<Task> {
+    serde_json::from_str(body).ok()
+}
+
+#[async_trait]
+impl WorkQueue for SqsQueue {
+    async fn send(&self, tasks: &[Task]) -> StoreResult<()> {
+        let (render, work): (Vec<&Task>, Vec<&Task>) = tasks
+            .iter()
+            .partition(|t| t.render && self.render_url.is_some());
+        self.send_to(&self.work_url, &work).await?;
+        if let Some(url) = &self.render_url {
+            self.send_to(url, &render).await?;
         }
         Ok(())
     }

@@ -5,10 +5,12 @@
 //! honours the contract keeps the per-user slot, URL claims, counters and final status exact.
 
 use crate::domain::{Job, JobError, JobId, JobKind, JobStatus, Monitor, MonitorId, UserId};
+use crate::engine::fetch::{FetchError, Fetched};
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A storage, queue or blob failure. Always transient from the core's point of view: the task
@@ -372,6 +374,10 @@ pub struct Task {
     pub job_id: JobId,
     pub url: String,
     pub depth: u32,
+    /// Whether the page is loaded in a headless browser; such tasks may go to a queue of
+    /// their own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub render: bool,
 }
 
 /// A received task; `receipt` acknowledges it.
@@ -485,6 +491,35 @@ pub trait SearchProvider: Send + Sync {
     fn name(&self) -> &'static str;
     /// At most `limit` hits for `query`, best first.
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError>;
+}
+
+/// A page to load in a headless browser.
+#[derive(Debug, Clone)]
+pub struct RenderRequest<'a> {
+    pub url: &'a url::Url,
+    /// Extra request headers of the page's own request.
+    pub headers: &'a BTreeMap<String, String>,
+    /// Deadline of the whole render, waits included.
+    pub timeout: Duration,
+    /// A CSS selector to wait for after the load.
+    pub wait_for: Option<&'a str>,
+    /// A pause after the load (and after `wait_for`).
+    pub wait_ms: u64,
+}
+
+/// What a render produced: the page's DOM after its scripts ran, as a response whose body is
+/// that HTML, and the URLs of the requests the page made that the address guard refused.
+#[derive(Debug)]
+pub struct Rendered {
+    pub page: Result<Fetched, FetchError>,
+    pub blocked: Vec<String>,
+}
+
+/// A headless browser that loads pages with their scripts, every request it makes checked by
+/// the address guard (SECURITY.md S9).
+#[async_trait]
+pub trait Renderer: Send + Sync {
+    async fn render(&self, req: RenderRequest<'_>) -> Rendered;
 }
 
 /// The time, injectable for tests.

@@ -217,6 +217,7 @@ async fn queue_redelivers_after_the_visibility_timeout_until_acked() {
         job_id: crawl_job(&user("u")).job_id,
         url: "https://e.com/".into(),
         depth: 0,
+        render: false,
     };
     q.send(std::slice::from_ref(&task)).await.unwrap();
     let first = q.receive(10, Duration::from_millis(100)).await.unwrap();
@@ -249,6 +250,7 @@ async fn reopening_releases_tasks_in_flight_and_locks_the_directory() {
         job_id: crawl_job(&user("u")).job_id,
         url: "https://e.com/".into(),
         depth: 0,
+        render: false,
     };
     {
         let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();

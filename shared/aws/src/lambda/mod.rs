@@ -7,12 +7,12 @@ pub mod http;
 pub mod scheduler;
 pub mod worker;
 
-use crate::{Aws, Clients, Names};
+use crate::{Aws, Clients, Names, SqsQueue};
 use ipnet::IpNet;
 use sarvcrawl_core::app::{App, Config};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
-use sarvcrawl_core::ports::SystemClock;
+use sarvcrawl_core::ports::{Renderer, SystemClock};
 use std::sync::Arc;
 
 pub use lambda_runtime::Error;
@@ -69,6 +69,9 @@ fn config() -> Result<Config, Error> {
     Ok(config)
 }
 
+/// Builds the render worker's browser for an address policy and a `User-Agent`.
+pub type MakeRenderer = Box<dyn FnOnce(AddressPolicy, &str) -> Arc<dyn Renderer>>;
+
 /// The deployment's adapters and the application over them, built from the environment.
 pub struct Deployment {
     pub names: Names,
@@ -87,9 +90,55 @@ impl Deployment {
 
     /// From given clients and names; `allow` opens networks blocked by default.
     pub fn new(clients: Clients, names: Names, allow: Vec<IpNet>) -> Result<Self, Error> {
-        let aws = Aws::new(&clients, &names);
-        let fetcher = Fetcher::new(AddressPolicy::new(allow), FetchConfig::default())?;
+        Self::build(clients, names, allow, None)
+    }
+
+    /// The render worker's deployment, from the environment: it consumes the render queue
+    /// (`SARVCRAWL_RENDER_QUEUE_URL`) and loads pages in the browser `make` builds.
+    pub async fn rendering_from_env(make: MakeRenderer) -> Result<Self, Error> {
+        let names = Names::from_env()?;
+        let clients = Clients::from_env().await;
+        Self::rendering(clients, names, allow_nets()?, make)
+    }
+
+    /// [`Deployment::rendering_from_env`] with given clients, names and networks.
+    pub fn rendering(
+        clients: Clients,
+        names: Names,
+        allow: Vec<IpNet>,
+        make: MakeRenderer,
+    ) -> Result<Self, Error> {
+        Self::build(clients, names, allow, Some(make))
+    }
+
+    fn build(
+        clients: Clients,
+        names: Names,
+        allow: Vec<IpNet>,
+        make: Option<MakeRenderer>,
+    ) -> Result<Self, Error> {
+        let mut aws = Aws::new(&clients, &names);
+        let fetcher = Fetcher::new(AddressPolicy::new(allow.clone()), FetchConfig::default())?;
+        let renderer = match make {
+            Some(make) => {
+                let own = names
+                    .render_queue_url
+                    .as_deref()
+                    .ok_or("the render worker needs SARVCRAWL_RENDER_QUEUE_URL")?;
+                aws.queue = Arc::new(
+                    SqsQueue::new(clients.sqs.clone(), &names.queue_url)
+                        .with_render_queue(Some(own))
+                        .consuming(own),
+                );
+                Some(make(AddressPolicy::new(allow), fetcher.user_agent()))
+            }
+            None => None,
+        };
         let search = sarvcrawl_core::engine::search::from_env()?;
+        let config = Config {
+            render_available: names.render_queue_url.is_some(),
+            ..config()?
+        };
         let app = Arc::new(
             App::new(
                 aws.store.clone(),
@@ -97,9 +146,10 @@ impl Deployment {
                 aws.blobs.clone(),
                 Arc::new(SystemClock),
                 Arc::new(fetcher),
-                config()?,
+                config,
             )
-            .with_search(search),
+            .with_search(search)
+            .with_renderer(renderer),
         );
         Ok(Deployment {
             names,

@@ -38,7 +38,17 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
 /// Runs the worker function until the runtime stops it.
 pub async fn run() -> Result<(), super::Error> {
     super::init_tracing();
-    let deployment = super::Deployment::from_env().await?;
+    serve(super::Deployment::from_env().await?).await
+}
+
+/// Runs the render worker function (the render queue's tasks, pages loaded in the browser
+/// `make` builds) until the runtime stops it.
+pub async fn run_rendering(make: super::MakeRenderer) -> Result<(), super::Error> {
+    super::init_tracing();
+    serve(super::Deployment::rendering_from_env(make).await?).await
+}
+
+async fn serve(deployment: super::Deployment) -> Result<(), super::Error> {
     let app = deployment.app.clone();
     lambda_runtime::run(lambda_runtime::service_fn(
         move |event: lambda_runtime::LambdaEvent<SqsEvent>| {

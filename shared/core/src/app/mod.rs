@@ -18,8 +18,8 @@ use crate::domain::validate::Problem;
 use crate::domain::JobId;
 use crate::engine::fetch::Fetcher;
 use crate::ports::{
-    BlobStore, Clock, IdempotencyStore, JobStore, MonitorStore, SearchProvider, Store, StoreError,
-    WorkQueue,
+    BlobStore, Clock, IdempotencyStore, JobStore, MonitorStore, Renderer, SearchProvider, Store,
+    StoreError, WorkQueue,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +29,8 @@ pub use runtime::Runtime;
 /// Tunables of the application.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Whether a headless browser is available for `render: true`.
+    /// Whether `render: true` is accepted: a browser renders here, or render tasks go to
+    /// workers that have one.
     pub render_available: bool,
     /// How long a per-user slot stays held without progress.
     pub slot_lease: Duration,
@@ -75,6 +76,8 @@ pub struct App {
     pub config: Config,
     /// The web search engine of `search` jobs, when one is configured.
     pub search: Option<Arc<dyn SearchProvider>>,
+    /// The headless browser of this process's workers, when it has one.
+    pub renderer: Option<Arc<dyn Renderer>>,
     pub(crate) runtime: Runtime,
 }
 
@@ -98,6 +101,7 @@ impl App {
             fetcher,
             config,
             search: None,
+            renderer: None,
             runtime,
         }
     }
@@ -105,6 +109,12 @@ impl App {
     /// Uses `provider` for `search` jobs.
     pub fn with_search(mut self, provider: Option<Arc<dyn SearchProvider>>) -> Self {
         self.search = provider;
+        self
+    }
+
+    /// Renders `render: true` pages with `renderer`.
+    pub fn with_renderer(mut self, renderer: Option<Arc<dyn Renderer>>) -> Self {
+        self.renderer = renderer;
         self
     }
 }

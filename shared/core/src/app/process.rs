@@ -12,7 +12,8 @@ use crate::engine::fetch::{FetchError, Fetched};
 use crate::engine::robots::{fetch_robots, Robots};
 use crate::engine::urls::Scope;
 use crate::ports::{
-    Delivery, NewLog, NewNode, NodeStatus, PageOutcome, SkipReason, StoreError, StoreResult, Task,
+    Delivery, NewLog, NewNode, NodeStatus, PageOutcome, RenderRequest, SkipReason, StoreError,
+    StoreResult, Task,
 };
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -72,6 +73,21 @@ impl Request {
             JobKind::Monitor => Request::Check(serde_json::from_value(r)?),
         })
     }
+
+    fn renders(&self) -> bool {
+        match self {
+            Request::Scrape(r) => r.page.render,
+            Request::Crawl(r) => r.page.render,
+            Request::Search(r) => r.scrape && r.page.render,
+            Request::Check(r) => r.page.render,
+            Request::Map(_) | Request::Upload(_) => false,
+        }
+    }
+}
+
+/// Whether the pages of `job` are loaded in a headless browser.
+pub(crate) fn renders(job: &Job) -> bool {
+    Request::of(job).is_ok_and(|r| r.renders())
 }
 
 /// What the one task of a job, or one page of a crawl, produced.
@@ -405,10 +421,14 @@ pub(crate) async fn fetch_page(
     if !rt.pace().await {
         return Ok(None);
     }
-    let fetched = match fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await
-    {
+    let fetched = if opts.render {
+        render(app, &url, opts, logs).await
+    } else {
+        fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await
+    };
+    let fetched = match fetched {
         Ok(f) => f,
-        Err(e) => return Ok(Some(Err(Failure::new(e.code(), e.to_string())))),
+        Err(e) => return Ok(Some(Err(e))),
     };
     let opts = opts.clone();
     let requested = url.to_string();
@@ -457,6 +477,40 @@ pub(crate) async fn fetch_pages(
     Ok(Some(pages))
 }
 
+/// Loads the page in the headless browser; the requests it refused are logged (S9).
+async fn render(
+    app: &App,
+    url: &Url,
+    opts: &PageOptions,
+    logs: &mut Vec<NewLog>,
+) -> Result<Fetched, Failure> {
+    let Some(renderer) = &app.renderer else {
+        return Err(Failure::new(
+            ErrorCode::RenderUnavailable,
+            "no headless browser renders pages here",
+        ));
+    };
+    let failed = |e: FetchError| Failure::new(e.code(), e.to_string());
+    app.fetcher.check_destination(url).await.map_err(failed)?;
+    let rendered = renderer
+        .render(RenderRequest {
+            url,
+            headers: &opts.headers,
+            timeout: Duration::from_millis(opts.timeout_ms),
+            wait_for: opts.wait_for.as_deref(),
+            wait_ms: opts.wait_ms,
+        })
+        .await;
+    logs.extend(rendered.blocked.iter().map(|b| {
+        NewLog::warn(format!(
+            "{}: the page's request to {b} was refused",
+            ErrorCode::BlockedAddress.as_str()
+        ))
+        .at(url.as_str())
+    }));
+    rendered.page.map_err(failed)
+}
+
 /// Fetches, backing off while the server answers 429 or 503 (C2).
 async fn fetch_politely(
     app: &App,
@@ -465,12 +519,16 @@ async fn fetch_politely(
     headers: &BTreeMap<String, String>,
     timeout_ms: u64,
     logs: &mut Vec<NewLog>,
-) -> Result<Fetched, FetchError> {
+) -> Result<Fetched, Failure> {
     let deadline = Duration::from_millis(timeout_ms);
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let f = app.fetcher.get(url, headers, deadline).await?;
+        let f = app
+            .fetcher
+            .get(url, headers, deadline)
+            .await
+            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
         if !matches!(f.status, 429 | 503) || attempt >= BUSY_TRIES {
             return Ok(f);
         }
@@ -565,6 +623,7 @@ async fn discover(
             job_id: job.job_id.clone(),
             url: n.url,
             depth: n.depth,
+            render: req.page.render,
         })
         .collect();
     for chunk in tasks.chunks(100) {

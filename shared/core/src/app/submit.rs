@@ -98,6 +98,7 @@ pub(crate) async fn create(app: &App, job: Job, root: String) -> Result<Job, App
         job_id: job.job_id.clone(),
         url: root.clone(),
         depth: 0,
+        render: super::process::renders(&job),
     };
     if let Err(e) = app.queue.send(&[task]).await {
         // Never leave a queued job that no task will ever run: fail it and free the slot.

@@ -1,7 +1,7 @@
 //! The one guarded HTTP client (SECURITY.md S1-S6, S8, V2, V3). Every outbound request of the
 //! service goes through [`Fetcher`].
 
-use super::guard::{AddressPolicy, BlockedAddress, GuardedResolver};
+use super::guard::{resolve_checked, AddressPolicy, BlockedAddress, GuardedResolver};
 use crate::domain::ErrorCode;
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
@@ -130,14 +130,11 @@ impl Fetcher {
             return Ok(());
         };
         let port = url.port_or_known_default().unwrap_or(443);
-        let addrs: Vec<_> = tokio::net::lookup_host((name, port))
-            .await
-            .map_err(|_| FetchError::Failed)?
-            .collect();
-        if addrs.is_empty() || addrs.iter().any(|a| !self.policy.permits(a.ip())) {
-            return Err(FetchError::Blocked);
+        match resolve_checked(&self.policy, name, port).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(FetchError::Blocked),
+            Err(_) => Err(FetchError::Failed),
         }
-        Ok(())
     }
 
     /// POSTs `body` to `url` once, within `deadline`, and returns the status. Redirects are

@@ -125,23 +125,40 @@ fn is_localhost_name(host: &str) -> bool {
     h == "localhost" || h.ends_with(".localhost")
 }
 
+/// Resolves `host` (a name or an IP literal) and returns its addresses with `port`, or
+/// `None` when it resolves to nothing or to any address the policy refuses (S4, S5). Connect
+/// only to the addresses returned.
+pub async fn resolve_checked(
+    policy: &AddressPolicy,
+    host: &str,
+    port: u16,
+) -> std::io::Result<Option<Vec<SocketAddr>>> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = if let Ok(ip) = bare.parse::<IpAddr>() {
+        vec![SocketAddr::new(ip, port)]
+    } else if is_localhost_name(host) {
+        vec![
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port),
+        ]
+    } else {
+        tokio::net::lookup_host((host, port)).await?.collect()
+    };
+    if addrs.is_empty() || addrs.iter().any(|a| !policy.permits(a.ip())) {
+        return Ok(None);
+    }
+    Ok(Some(addrs))
+}
+
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = if is_localhost_name(&host) {
-                vec![
-                    SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-                    SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 0),
-                ]
-            } else {
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect()
-            };
-            if addrs.is_empty() || addrs.iter().any(|a| !policy.permits(a.ip())) {
-                return Err(Box::new(BlockedAddress) as Box<dyn std::error::Error + Send + Sync>);
+            match resolve_checked(&policy, &host, 0).await? {
+                Some(addrs) => Ok(Box::new(addrs.into_iter()) as Addrs),
+                None => Err(Box::new(BlockedAddress) as Box<dyn std::error::Error + Send + Sync>),
             }
-            Ok(Box::new(addrs.into_iter()) as Addrs)
         })
     }
 }

@@ -1,0 +1,295 @@
+//! The [`Renderer`] over headless Chromium and the DevTools protocol: one browser per process,
+//! started on first use and reused; each render in a fresh browser context of its own whose
+//! every request goes through a [`GuardProxy`]; a crashed or hung browser is replaced.
+
+use crate::launch::{launch, Process};
+use crate::proxy::GuardProxy;
+use async_trait::async_trait;
+use bytes::Bytes;
+use chromiumoxide::cdp::browser_protocol::browser::{
+    BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
+};
+use chromiumoxide::cdp::browser_protocol::network::{
+    Headers, SetBypassServiceWorkerParams, SetExtraHttpHeadersParams,
+};
+use chromiumoxide::cdp::browser_protocol::target::{
+    CreateBrowserContextParams, CreateTargetParams,
+};
+use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::{Browser, Page};
+use futures::StreamExt;
+use sarvcrawl_core::engine::fetch::{FetchError, Fetched};
+use sarvcrawl_core::engine::guard::AddressPolicy;
+use sarvcrawl_core::ports::{RenderRequest, Rendered, Renderer};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{Mutex, Semaphore};
+use tokio::task::JoinHandle;
+
+/// How long cleaning up one render (closing its context) may take before the browser is
+/// considered hung and replaced.
+const CLEANUP: Duration = Duration::from_secs(5);
+/// How often `wait_for` looks for its element.
+const POLL: Duration = Duration::from_millis(100);
+/// Largest rendered DOM kept (the fetcher's body cap).
+const MAX_HTML: usize = 10 * 1024 * 1024;
+
+/// Runs in every page before its own scripts: no service worker can be registered (S9).
+const NO_SERVICE_WORKERS: &str = "if (navigator.serviceWorker) { \
+    Object.defineProperty(navigator.serviceWorker, 'register', { value: () => \
+    Promise.reject(new DOMException('service workers are disabled', 'SecurityError')) }); }";
+
+/// Settings of the renderer.
+#[derive(Debug, Clone)]
+pub struct ChromiumConfig {
+    /// The Chromium (or Chrome) executable.
+    pub executable: PathBuf,
+    /// The `User-Agent` of the browser's requests.
+    pub user_agent: String,
+    /// Pages rendered at once by this process.
+    pub max_pages: usize,
+}
+
+/// Headless Chromium as the service's [`Renderer`].
+pub struct Chromium {
+    config: ChromiumConfig,
+    policy: Arc<AddressPolicy>,
+    instance: Mutex<Option<Arc<Instance>>>,
+    pages: Semaphore,
+}
+
+/// One running browser and the task that pumps its DevTools connection.
+struct Instance {
+    browser: Browser,
+    handler: JoinHandle<()>,
+    process: Process,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.handler.abort();
+    }
+}
+
+impl Instance {
+    fn alive(&self) -> bool {
+        !self.handler.is_finished() && self.process.running()
+    }
+}
+
+impl Chromium {
+    /// A renderer whose browser requests obey `policy`; the browser starts on first use.
+    pub fn new(config: ChromiumConfig, policy: AddressPolicy) -> Self {
+        let pages = Semaphore::new(config.max_pages.max(1));
+        Chromium {
+            config,
+            policy: Arc::new(policy),
+            instance: Mutex::new(None),
+            pages,
+        }
+    }
+
+    /// The running browser, started (again) when there is none or it died.
+    async fn browser(&self) -> Result<Arc<Instance>, FetchError> {
+        let mut slot = self.instance.lock().await;
+        if let Some(i) = slot.as_ref().filter(|i| i.alive()) {
+            return Ok(i.clone());
+        }
+        *slot = None;
+        let process = launch(&self.config.executable).await.map_err(|e| {
+            tracing::error!(error = %e, "Chromium did not start");
+            FetchError::Failed
+        })?;
+        let config = HandlerConfig {
+            ignore_https_errors: false,
+            request_timeout: Duration::from_secs(30),
+            ..HandlerConfig::default()
+        };
+        let (browser, mut handler) = Browser::connect_with_config(process.endpoint(), config)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "could not connect to Chromium");
+                FetchError::Failed
+            })?;
+        let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
+        let instance = Arc::new(Instance {
+            browser,
+            handler,
+            process,
+        });
+        *slot = Some(instance.clone());
+        Ok(instance)
+    }
+
+    /// Forgets `instance` (when it is still the current one) so the next render starts a new
+    /// browser; the old one is killed when its last render lets go of it.
+    async fn replace(&self, instance: &Arc<Instance>) {
+        let mut slot = self.instance.lock().await;
+        if slot.as_ref().is_some_and(|i| Arc::ptr_eq(i, instance)) {
+            tracing::warn!("replacing an unresponsive Chromium");
+            *slot = None;
+        }
+    }
+
+    /// Stops the browser now (it is also stopped when the renderer is dropped).
+    pub async fn shutdown(&self) {
+        self.instance.lock().await.take();
+    }
+}
+
+#[async_trait]
+impl Renderer for Chromium {
+    async fn render(&self, req: RenderRequest<'_>) -> Rendered {
+        let started = Instant::now();
+        let Ok(_permit) = self.pages.acquire().await else {
+            return failed(FetchError::Failed);
+        };
+        let instance = match self.browser().await {
+            Ok(i) => i,
+            Err(e) => return failed(e),
+        };
+        let proxy = match GuardProxy::start(self.policy.clone()).await {
+            Ok(p) => p,
+            Err(_) => return failed(FetchError::Failed),
+        };
+        let context = CreateBrowserContextParams::builder()
+            .dispose_on_detach(true)
+            .proxy_server(proxy.server())
+            // Loopback goes through the proxy too: Chromium would otherwise connect directly.
+            .proxy_bypass_list("<-loopback>")
+            .build();
+        let context = match instance.browser.create_browser_context(context).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not create a browser context");
+                self.replace(&instance).await;
+                return failed(FetchError::Failed);
+            }
+        };
+        let remaining = req.timeout.saturating_sub(started.elapsed());
+        let page = match tokio::time::timeout(
+            remaining,
+            load(&instance.browser, &context, &req, &self.config.user_agent),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(FetchError::Timeout),
+        };
+        let closed =
+            tokio::time::timeout(CLEANUP, instance.browser.dispose_browser_context(context)).await;
+        if !matches!(closed, Ok(Ok(()))) {
+            self.replace(&instance).await;
+        }
+        let blocked = proxy.blocked();
+        let page = match page {
+            // A page that could not load because the guard refused it is a blocked address.
+            Err(FetchError::Failed) if !blocked.is_empty() => Err(FetchError::Blocked),
+            p => p,
+        };
+        Rendered { page, blocked }
+    }
+}
+
+fn failed(e: FetchError) -> Rendered {
+    Rendered {
+        page: Err(e),
+        blocked: Vec::new(),
+    }
+}
+
+/// Opens the page in `context`, loads it, waits as asked and reads its DOM.
+async fn load(
+    browser: &Browser,
+    context: &BrowserContextId,
+    req: &RenderRequest<'_>,
+    user_agent: &str,
+) -> Result<Fetched, FetchError> {
+    let started = Instant::now();
+    let cdp = |e: chromiumoxide::error::CdpError| {
+        tracing::debug!(error = %e, "DevTools command failed");
+        FetchError::Failed
+    };
+    browser
+        .execute(
+            SetDownloadBehaviorParams::builder()
+                .behavior(SetDownloadBehaviorBehavior::Deny)
+                .browser_context_id(context.clone())
+                .build()
+                .map_err(|_| FetchError::Failed)?,
+        )
+        .await
+        .map_err(cdp)?;
+    let mut target = CreateTargetParams::new("about:blank");
+    target.browser_context_id = Some(context.clone());
+    let page = browser.new_page(target).await.map_err(cdp)?;
+    prepare(&page, req, user_agent).await.map_err(cdp)?;
+    page.goto(req.url.as_str()).await.map_err(cdp)?;
+    let status = page
+        .wait_for_navigation_response()
+        .await
+        .ok()
+        .flatten()
+        .and_then(|r| r.response.as_ref().map(|r| r.status))
+        .and_then(|s| u16::try_from(s).ok())
+        .unwrap_or(200);
+    if let Some(selector) = req.wait_for {
+        let probe = format!(
+            "document.querySelector({}) !== null",
+            serde_json::Value::from(selector)
+        );
+        loop {
+            let found = page
+                .evaluate(probe.as_str())
+                .await
+                .ok()
+                .and_then(|r| r.into_value::<bool>().ok());
+            if found == Some(true) {
+                break;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    if req.wait_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(req.wait_ms)).await;
+    }
+    let html = page.content().await.map_err(cdp)?;
+    if html.len() > MAX_HTML {
+        return Err(FetchError::TooLarge(MAX_HTML));
+    }
+    let url = page
+        .url()
+        .await
+        .ok()
+        .flatten()
+        .and_then(|u| url::Url::parse(&u).ok())
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .ok_or(FetchError::Failed)?;
+    Ok(Fetched {
+        url,
+        status,
+        content_type: Some("text/html; charset=utf-8".into()),
+        retry_after: None,
+        body: Bytes::from(html),
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Before the page loads: no service workers, the user agent, the request's headers.
+async fn prepare(
+    page: &Page,
+    req: &RenderRequest<'_>,
+    user_agent: &str,
+) -> chromiumoxide::Result<()> {
+    page.execute(SetBypassServiceWorkerParams::new(true))
+        .await?;
+    page.evaluate_on_new_document(NO_SERVICE_WORKERS).await?;
+    page.set_user_agent(user_agent).await?;
+    if !req.headers.is_empty() {
+        let headers = serde_json::to_value(req.headers).unwrap_or_default();
+        page.execute(SetExtraHttpHeadersParams::new(Headers::new(headers)))
+            .await?;
+    }
+    Ok(())
+}

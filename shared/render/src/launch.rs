@@ -1,0 +1,148 @@
+//! Starting a headless Chromium process and ending it: a fresh profile directory per browser,
+//! every flag that keeps it quiet and contained, and a kill when the process that started it
+//! goes away, however it goes.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// How long Chromium may take to open its DevTools endpoint.
+const START: Duration = Duration::from_secs(30);
+
+/// Flags of every browser: headless, no background traffic or updates, no GPU, no zygote (so
+/// every child process belongs to the browser process), and a proxy that refuses everything
+/// for any request outside the contexts the renderer creates (each of those has a proxy of
+/// its own).
+const FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--no-zygote",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-breakpad",
+    "--disable-client-side-phishing-detection",
+    "--disable-domain-reliability",
+    "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--metrics-recording-only",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+    "--remote-debugging-port=0",
+    "--remote-debugging-address=127.0.0.1",
+];
+
+/// A running browser process; killed, and its profile removed, when dropped.
+pub(crate) struct Process {
+    child: Child,
+    endpoint: String,
+    profile: PathBuf,
+}
+
+impl Process {
+    /// The DevTools WebSocket URL of the browser.
+    pub(crate) fn endpoint(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    /// Whether the browser process still runs.
+    pub(crate) fn running(&self) -> bool {
+        // `try_wait` needs `&mut`; a zero signal asks the kernel the same without reaping.
+        self.child
+            .id()
+            .is_some_and(|pid| unsafe { libc::kill(pid as libc::pid_t, 0) } == 0)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// Starts `executable` headless and waits for its DevTools endpoint.
+pub(crate) async fn launch(executable: &Path) -> std::io::Result<Process> {
+    let profile = std::env::temp_dir().join(format!(
+        "sarvcrawl-chromium-{}-{}",
+        std::process::id(),
+        ulid_like()
+    ));
+    std::fs::create_dir_all(&profile)?;
+    let mut cmd = Command::new(executable);
+    cmd.args(FLAGS)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("about:blank")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    let mut child = cmd.spawn()?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stderr"))?;
+    let mut lines = BufReader::new(stderr).lines();
+    let endpoint = tokio::time::timeout(START, async {
+        while let Some(line) = lines.next_line().await? {
+            if let Some(url) = line.trim().strip_prefix("DevTools listening on ") {
+                return Ok(url.to_string());
+            }
+        }
+        Err(std::io::Error::other("Chromium exited before it listened"))
+    })
+    .await
+    .map_err(|_| std::io::Error::other("Chromium did not start in time"))?;
+    let endpoint = match endpoint {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&profile);
+            return Err(e);
+        }
+    };
+    // Keep reading so a chatty browser never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(Process {
+        child,
+        endpoint,
+        profile,
+    })
+}
+
+/// A unique suffix for a profile directory.
+fn ulid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{nanos:x}-{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Linux: the kernel kills the browser when the thread that started it ends, so a worker that
+/// is killed outright leaves no browser behind.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: `prctl` is async-signal-safe and touches only the forked child's own state.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_: &mut Command) {}

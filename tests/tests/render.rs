@@ -1,0 +1,256 @@
+//! `render: true` end to end through `serve` and headless Chromium: text that only scripts
+//! write, `wait_for`, links that exist only in the rendered DOM, search hits rendered, and the
+//! address guard applied to every request the browser makes (SECURITY.md S9).
+
+use e2e::fixture::Tap;
+use e2e::{Route, Serve, Site};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Text written by a script after load; absent from the raw HTML.
+const SCRIPTED: &str = r#"<html><head><title>Scripted</title></head><body><main id="app">loading</main>
+<script>
+  window.addEventListener('load', () => {
+    document.getElementById('app').innerHTML = '<h1>Rendered heading</h1><p>' + ['written', 'by', 'script'].join(' ') + '</p>';
+  });
+  setTimeout(() => {
+    const late = document.createElement('section');
+    late.id = 'late';
+    late.textContent = 'arrived after one second';
+    document.body.append(late);
+  }, 1000);
+</script></body></html>"#;
+
+fn routes(pairs: Vec<(&str, Route)>) -> HashMap<String, Route> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+async fn scrape(api: &e2e::Api, body: Value) -> Value {
+    let (_, job) = api.run("scrape", &body, WAIT).await;
+    job
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn script_written_text_is_there_only_when_rendered() {
+    let site = Site::start(routes(vec![("/", Route::Html(SCRIPTED.into()))])).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let url = site.url("/");
+
+    let plain = scrape(&api, json!({"url": url})).await;
+    assert_eq!(plain["status"], "completed", "{plain}");
+    let md = plain["result"]["markdown"].as_str().unwrap();
+    assert!(
+        !md.contains("written by script") && md.contains("loading"),
+        "{md}"
+    );
+
+    let rendered = scrape(&api, json!({"url": url, "render": true})).await;
+    assert_eq!(rendered["status"], "completed", "{rendered}");
+    let doc = &rendered["result"];
+    let md = doc["markdown"].as_str().unwrap();
+    assert!(
+        md.contains("# Rendered heading") && md.contains("written by script"),
+        "{md}"
+    );
+    assert!(!md.contains("arrived after one second"), "{md}");
+    assert_eq!(doc["status_code"], 200);
+    assert_eq!(doc["url"], url);
+    assert_eq!(doc["metadata"]["title"], "Scripted");
+
+    let waited = scrape(
+        &api,
+        json!({"url": url, "render": true, "wait_for": "#late"}),
+    )
+    .await;
+    assert_eq!(waited["status"], "completed", "{waited}");
+    let md = waited["result"]["markdown"].as_str().unwrap();
+    assert!(md.contains("arrived after one second"), "{md}");
+
+    let never = scrape(
+        &api,
+        json!({"url": url, "render": true, "wait_for": "#never", "timeout_ms": 2000}),
+    )
+    .await;
+    assert_eq!(never["status"], "failed", "{never}");
+    assert_eq!(never["error"]["code"], "TIMEOUT", "{never}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rendered_page_reaches_no_blocked_address() {
+    let tap = Tap::bind("127.0.0.2").await;
+    let blocked = format!("http://{}", tap.addr);
+    let page = format!(
+        r#"<html><body><main><p>Visible text</p></main><img src="{blocked}/pixel.png">
+        <iframe src="{blocked}/frame"></iframe>
+        <script>
+          const done = () => {{ const d = document.createElement('p'); d.id = 'done'; d.textContent = 'tried'; document.body.append(d); }};
+          fetch('{blocked}/api').catch(() => {{}}).finally(() => {{
+            try {{ const ws = new WebSocket('ws://{addr}/socket'); ws.onerror = done; ws.onclose = done; }} catch (e) {{ done(); }}
+          }});
+        </script></body></html>"#,
+        addr = tap.addr
+    );
+    let away = r#"<html><body><p>Leaving</p><script>location.href = 'http://169.254.169.254/latest/meta-data/';</script></body></html>"#;
+    let site = Site::start(routes(vec![
+        ("/", Route::Html(page)),
+        ("/away", Route::Html(away.into())),
+        ("/redirect", Route::Redirect(format!("{blocked}/target"))),
+    ]))
+    .await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+
+    let (id, job) = api
+        .run(
+            "scrape",
+            &json!({"url": site.url("/"), "render": true, "wait_for": "#done"}),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert!(job["result"]["markdown"]
+        .as_str()
+        .unwrap()
+        .contains("Visible text"));
+    let logs: Vec<String> = api
+        .all_logs(&id)
+        .await
+        .iter()
+        .map(|l| l["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    for what in ["/pixel.png", "/frame", "/api"] {
+        assert!(
+            logs.iter()
+                .any(|l| l.contains("BLOCKED_ADDRESS") && l.contains(what)),
+            "{what} not reported: {logs:?}"
+        );
+    }
+
+    let (id, job) = api
+        .run(
+            "scrape",
+            &json!({"url": site.url("/away"), "render": true, "wait_ms": 1500}),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "BLOCKED_ADDRESS", "{job}");
+    let logs = api.all_logs(&id).await;
+    assert!(
+        logs.iter().any(|l| l["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("169.254.169.254"))),
+        "{logs:?}"
+    );
+
+    let job = scrape(&api, json!({"url": site.url("/redirect"), "render": true})).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "BLOCKED_ADDRESS", "{job}");
+
+    assert_eq!(tap.connections(), 0, "the blocked listener was reached");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crawl_follows_links_that_only_the_rendered_dom_has() {
+    // Each page writes its links with a script; the raw HTML has none.
+    let page = |links: &[&str]| {
+        let list: Vec<String> = links.iter().map(|l| format!("'{l}'")).collect();
+        Route::Html(format!(
+            r#"<html><body><main><p>page</p></main><script>
+            for (const href of [{}]) {{
+              const a = document.createElement('a'); a.href = href; a.textContent = href;
+              document.querySelector('main').append(a);
+            }}</script></body></html>"#,
+            list.join(",")
+        ))
+    };
+    let site = Site::start(routes(vec![
+        ("/", page(&["/a", "/b"])),
+        ("/a", page(&["/c"])),
+        ("/b", page(&["/c", "/"])),
+        ("/c", page(&["/d"])),
+        ("/d", page(&[])),
+    ]))
+    .await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+
+    let (id, job) = api
+        .run("crawl", &json!({"url": site.url("/"), "limit": 20}), WAIT)
+        .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(
+        api.all_results(&id).await.len(),
+        1,
+        "plain fetch sees no links"
+    );
+
+    let (id, job) = api
+        .run(
+            "crawl",
+            &json!({"url": site.url("/"), "limit": 20, "render": true}),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    let mut urls: Vec<String> = api
+        .all_results(&id)
+        .await
+        .iter()
+        .map(|d| d["url"].as_str().unwrap_or_default().to_string())
+        .collect();
+    urls.sort();
+    let expected: Vec<String> = ["/", "/a", "/b", "/c", "/d"]
+        .iter()
+        .map(|p| site.url(p))
+        .collect();
+    assert_eq!(urls, expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn search_hits_are_rendered() {
+    let holder: Arc<OnceLock<String>> = Arc::new(OnceLock::new());
+    let base_of = holder.clone();
+    let dynamic = Arc::new(move |path: &str, _: Option<&str>| {
+        if path != "/engine/search" {
+            return None;
+        }
+        let base = base_of.get()?.clone();
+        let body = json!({"query": "q", "results": [
+            {"url": format!("{base}/hit"), "title": "Hit", "content": "scripted"},
+        ]});
+        Some(Route::typed("application/json", body.to_string()))
+    });
+    let site = Site::start_with(
+        routes(vec![("/hit", Route::Html(SCRIPTED.into()))]),
+        Some(dynamic),
+    )
+    .await;
+    let _ = holder.set(site.url(""));
+    let engine = site.url("/engine");
+    let serve = Serve::with(
+        &["--allow-net", "127.0.0.1/32"],
+        &[("SARVCRAWL_SEARXNG_URL", engine.as_str())],
+    );
+    let api = serve.api(None);
+    let (id, job) = api
+        .run(
+            "search",
+            &json!({"query": "q", "scrape": true, "render": true}),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    let results = api.all_results(&id).await;
+    let text = results
+        .to_vec()
+        .iter()
+        .map(Value::to_string)
+        .collect::<String>();
+    assert!(text.contains("written by script"), "{text}");
+}
