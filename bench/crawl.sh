@@ -3,12 +3,19 @@
 # loopback, crawled through `sarvcrawl serve` (release build) with Markdown extraction.
 # Prints pages per second and CPU seconds per page of the server process.
 #
+# With RENDER=1 every page is loaded in headless Chromium (`render: true`), RENDER_PAGES at
+# once (the server's --render-pages), and the CPU time counts the browser's processes too.
+#
 #   bash bench/crawl.sh            # 2000 pages
 #   PAGES=500 bash bench/crawl.sh
+#   RENDER=1 bash bench/crawl.sh   # 200 rendered pages, 4 at once
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PAGES=${PAGES:-2000}
+RENDER=${RENDER:-}
+RENDER_PAGES=${RENDER_PAGES:-4}
+PAGES=${PAGES:-$([ -n "$RENDER" ] && echo 200 || echo 2000)}
 CONCURRENCY=${CONCURRENCY:-32}
+render_flag=$([ -n "$RENDER" ] && echo true || echo false)
 work=$(mktemp -d)
 trap 'kill $(cat "$work"/nginx.pid 2>/dev/null) 2>/dev/null || true; kill "$serve_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 serve_pid=
@@ -40,15 +47,15 @@ chmod -R a+rX "$work"
 nginx -c "$work/nginx.conf"
 
 ./target/release/sarvcrawl serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
-  --allow-net 127.0.0.1/32 2>"$work/serve.log" &
+  --allow-net 127.0.0.1/32 --render-pages "$RENDER_PAGES" 2>"$work/serve.log" &
 serve_pid=$!
 for _ in $(seq 100); do curl -fs "127.0.0.1:$api_port/api/health" >/dev/null && break; sleep 0.1; done
 
-clk=$(getconf CLK_TCK)
-cpu() { awk -v c="$clk" '{print ($14 + $15) / c}' "/proc/$serve_pid/stat"; }
+# CPU seconds of the server, its exited children and the processes still running below it.
+cpu() { python3 bench/cpu.py "$serve_pid"; }
 cpu0=$(cpu)
 job=$(curl -fs -XPOST "127.0.0.1:$api_port/api/crawl" -H 'content-type: application/json' \
-  -d "{\"url\":\"http://127.0.0.1:$port/\",\"limit\":$PAGES,\"max_depth\":50,\"use_sitemap\":false,\"max_concurrency\":$CONCURRENCY,\"formats\":[\"markdown\",\"metadata\"]}" \
+  -d "{\"url\":\"http://127.0.0.1:$port/\",\"limit\":$PAGES,\"max_depth\":50,\"use_sitemap\":false,\"max_concurrency\":$CONCURRENCY,\"formats\":[\"markdown\",\"metadata\"],\"render\":$render_flag}" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])')
 while :; do
   status=$(curl -fs "127.0.0.1:$api_port/api/jobs/$job")
@@ -63,3 +70,4 @@ echo "$status" | python3 bench/report.py "$cpu1" "$cpu0"
 size=$(du -sb "$work/site" | cut -f1)
 echo "site              $PAGES pages, $((size / PAGES / 1024)) KB average"
 echo "cores             $(nproc)"
+[ -z "$RENDER" ] || echo "rendered          $RENDER_PAGES pages at once in $(chromium --version 2>/dev/null || echo Chromium)"

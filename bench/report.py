@@ -14,7 +14,7 @@ def main() -> None:
     print(f"status            {job['status']}")
     print(f"pages completed   {done} (failed {failed})")
     print(f"wall time         {secs:.2f} s")
-    print(f"pages per second  {done / secs:.0f}")
+    print(f"pages per second  {done / secs:.1f}")
     print(f"CPU per page      {cpu / max(done, 1) * 1000:.2f} ms (server process, {cpu:.2f} s in all)")
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ trap stop_aws_emulator EXIT
 
 cargo test --workspace --all-features --locked
 echo "--- the black-box suite on the AWS backend"
-SARVCRAWL_TEST_BACKEND=aws cargo test --locked -p e2e
+# (The browser's own tests, which use no backend, ran in the first pass.)
+SARVCRAWL_TEST_BACKEND=aws cargo test --locked -p e2e -- \
+  --skip two_hundred_renders_leave_nothing_behind \
+  --skip scripts_run_and_blocked_requests_never_leave_the_browser
 echo "--- the property-based API run (schemathesis)"
 bash scripts/api-fuzz.sh

@@ -254,3 +254,55 @@ async fn search_hits_are_rendered() {
         .collect::<String>();
     assert!(text.contains("written by script"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_monitor_compares_rendered_pages() {
+    // The visible text is written by a script from a value the test changes.
+    let price = Arc::new(std::sync::Mutex::new("10"));
+    let current = price.clone();
+    let site = Site::start_with(
+        HashMap::new(),
+        Some(Arc::new(move |path: &str, _: Option<&str>| {
+            (path == "/price").then(|| {
+                let p = *current.lock().unwrap();
+                Route::Html(format!(
+                    "<html><body><main id=m>loading</main><script>\
+                     document.getElementById('m').innerHTML = '<p>Price: ' + {p} + ' EUR</p>';\
+                     </script></body></html>"
+                ))
+            })
+        })),
+    )
+    .await;
+    let receiver = e2e::Receiver::start(&[]).await;
+    let serve = Serve::with(
+        &["--allow-net", "127.0.0.1/32"],
+        &[("SARVCRAWL_MONITOR_MIN_INTERVAL", "1")],
+    );
+    let api = serve.api(None);
+    let r = api
+        .post(
+            "/api/monitors",
+            &json!({"url": site.url("/price"), "notify_url": receiver.url("/hook"),
+                    "interval_seconds": 1, "render": true}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let first = r.body["job_id"].as_str().unwrap().to_string();
+    let baseline = api.wait(&first, WAIT).await;
+    assert_eq!(baseline["status"], "completed", "{baseline}");
+    assert_eq!(baseline["result"]["baseline"], true, "{baseline}");
+
+    *price.lock().unwrap() = "12";
+    let deadline = std::time::Instant::now() + WAIT;
+    while receiver.received().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no change notified");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let body: Value = serde_json::from_slice(&receiver.received()[0].body).unwrap();
+    let diff = body["diff"].as_str().unwrap_or_default();
+    assert!(
+        diff.contains("-Price: 10 EUR") && diff.contains("+Price: 12 EUR"),
+        "{body}"
+    );
+}
