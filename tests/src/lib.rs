@@ -3,6 +3,7 @@
 //! listeners that count connections.
 
 pub mod fixture;
+pub mod procs;
 pub mod proxy;
 pub mod server;
 

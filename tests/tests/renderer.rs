@@ -2,6 +2,7 @@
 //! address guard sees every request of the browser, and browsers do not pile up.
 
 use e2e::fixture::{Route, Site, Tap};
+use sarvcrawl_core::engine::fetch::FetchError;
 use sarvcrawl_core::engine::guard::AddressPolicy;
 use sarvcrawl_core::ports::{RenderRequest, Renderer};
 use sarvcrawl_render::{locate, Chromium, ChromiumConfig};
@@ -41,7 +42,7 @@ async fn render(c: &Chromium, url: &str, wait_for: Option<&str>) -> (String, Vec
 }
 
 #[tokio::test]
-async fn scripts_run_and_blocked_requests_never_leave_the_browser() {
+async fn browser_runs_scripts_and_blocked_requests_never_leave_it() {
     let tap = Tap::bind("127.0.0.2").await;
     let blocked = format!("http://{}/", tap.addr);
     let page = format!(
@@ -65,5 +66,33 @@ async fn scripts_run_and_blocked_requests_never_leave_the_browser() {
             && refused.iter().any(|b| b.contains("/data")),
         "{refused:?}"
     );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn browser_caps_redirects() {
+    let mut routes = HashMap::new();
+    for i in 1..=7 {
+        routes.insert(format!("/r{i}"), Route::Redirect(format!("/r{}", i + 1)));
+    }
+    routes.insert("/r8".to_string(), Route::Html("<p>the end</p>".into()));
+    let site = Site::start(routes).await;
+    let c = chromium();
+    // Three hops are fine, seven are too many.
+    let (html, _) = render(&c, &site.url("/r5"), None).await;
+    assert!(html.contains("the end"), "{html}");
+    let url = url::Url::parse(&site.url("/r1")).unwrap();
+    let headers = BTreeMap::new();
+    let r = c
+        .render(RenderRequest {
+            url: &url,
+            headers: &headers,
+            timeout: Duration::from_secs(20),
+            wait_for: None,
+            wait_ms: 0,
+        })
+        .await;
+    assert_eq!(r.page.unwrap_err(), FetchError::TooManyRedirects(5));
+
     c.shutdown().await;
 }

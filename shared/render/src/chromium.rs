@@ -27,11 +27,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, Semaphore};
 use tokio::task::JoinHandle;
 
-/// How long cleaning up one render (closing its context) may take before the browser is
-/// considered hung and replaced.
-const CLEANUP: Duration = Duration::from_secs(5);
+/// How long a browser-wide command (opening or closing a context) may take before the browser
+/// is considered hung and replaced.
+const COMMAND: Duration = Duration::from_secs(10);
 /// How often `wait_for` looks for its element.
 const POLL: Duration = Duration::from_millis(100);
+/// Redirects a page may take before it loads (S6), as for fetched pages.
+const MAX_REDIRECTS: usize = 5;
 /// Largest rendered DOM kept (the fetcher's body cap).
 const MAX_HTML: usize = 10 * 1024 * 1024;
 
@@ -106,12 +108,15 @@ impl Chromium {
             request_timeout: Duration::from_secs(30),
             ..HandlerConfig::default()
         };
-        let (browser, mut handler) = Browser::connect_with_config(process.endpoint(), config)
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "could not connect to Chromium");
-                FetchError::Failed
-            })?;
+        let connected = tokio::time::timeout(
+            COMMAND,
+            Browser::connect_with_config(process.endpoint(), config),
+        )
+        .await;
+        let Ok(Ok((browser, mut handler))) = connected else {
+            tracing::error!("could not connect to Chromium");
+            return Err(FetchError::Failed);
+        };
         let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
         let instance = Arc::new(Instance {
             browser,
@@ -159,10 +164,12 @@ impl Renderer for Chromium {
             // Loopback goes through the proxy too: Chromium would otherwise connect directly.
             .proxy_bypass_list("<-loopback>")
             .build();
-        let context = match instance.browser.create_browser_context(context).await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not create a browser context");
+        let created =
+            tokio::time::timeout(COMMAND, instance.browser.create_browser_context(context)).await;
+        let context = match created {
+            Ok(Ok(c)) => c,
+            _ => {
+                tracing::warn!("the browser did not open a context");
                 self.replace(&instance).await;
                 return failed(FetchError::Failed);
             }
@@ -178,7 +185,7 @@ impl Renderer for Chromium {
             Err(_) => Err(FetchError::Timeout),
         };
         let closed =
-            tokio::time::timeout(CLEANUP, instance.browser.dispose_browser_context(context)).await;
+            tokio::time::timeout(COMMAND, instance.browser.dispose_browser_context(context)).await;
         if !matches!(closed, Ok(Ok(()))) {
             self.replace(&instance).await;
         }
@@ -226,11 +233,14 @@ async fn load(
     let page = browser.new_page(target).await.map_err(cdp)?;
     prepare(&page, req, user_agent).await.map_err(cdp)?;
     page.goto(req.url.as_str()).await.map_err(cdp)?;
-    let status = page
-        .wait_for_navigation_response()
-        .await
-        .ok()
-        .flatten()
+    let response = page.wait_for_navigation_response().await.ok().flatten();
+    if response
+        .as_ref()
+        .is_some_and(|r| r.redirect_chain.len() > MAX_REDIRECTS)
+    {
+        return Err(FetchError::TooManyRedirects(MAX_REDIRECTS));
+    }
+    let status = response
         .and_then(|r| r.response.as_ref().map(|r| r.status))
         .and_then(|s| u16::try_from(s).ok())
         .unwrap_or(200);

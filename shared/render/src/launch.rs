@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -45,7 +46,7 @@ const FLAGS: &[&str] = &[
 
 /// A running browser process; killed, and its profile removed, when dropped.
 pub(crate) struct Process {
-    child: Child,
+    child: Mutex<Child>,
     endpoint: String,
     profile: PathBuf,
 }
@@ -56,18 +57,19 @@ impl Process {
         self.endpoint.clone()
     }
 
-    /// Whether the browser process still runs.
+    /// Whether the browser process still runs (one that ended is reaped here).
     pub(crate) fn running(&self) -> bool {
-        // `try_wait` needs `&mut`; a zero signal asks the kernel the same without reaping.
         self.child
-            .id()
-            .is_some_and(|pid| unsafe { libc::kill(pid as libc::pid_t, 0) } == 0)
+            .lock()
+            .is_ok_and(|mut c| matches!(c.try_wait(), Ok(None)))
     }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
-        let _ = self.child.start_kill();
+        if let Ok(c) = self.child.get_mut() {
+            let _ = c.start_kill();
+        }
         let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
@@ -115,7 +117,7 @@ pub(crate) async fn launch(executable: &Path) -> std::io::Result<Process> {
     // Keep reading so a chatty browser never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok(Process {
-        child,
+        child: Mutex::new(child),
         endpoint,
         profile,
     })

@@ -1,61 +1,19 @@
-//! Many renders in a row leave no browser processes or memory behind: after 200 pages the
-//! Chromium process count is what it was after the first 10, and the memory of the worker and
-//! its browser has not grown with the pages. (Alone in its test binary, so the processes
-//! counted are this renderer's only.)
+//! The browser's life: many renders in a row leave no processes or memory behind (after 200
+//! pages the Chromium process count is what it was after the first 10, and the memory of the
+//! worker and its browser has not grown with the pages); a killed browser is replaced; none
+//! outlives the renderer. (Alone in its test binary, so the processes counted are this
+//! renderer's only.)
 
 use e2e::fixture::{Route, Site};
+use e2e::procs::{footprint, kill, members};
 use sarvcrawl_core::engine::guard::AddressPolicy;
 use sarvcrawl_core::ports::{RenderRequest, Renderer};
 use sarvcrawl_render::{locate, Chromium, ChromiumConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-/// Processes below `root` (by parent id), and the resident memory of them and `root`, in KiB.
-fn tree(root: u32) -> (usize, u64) {
-    let mut parent = HashMap::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The parent id is the second field after the command name in parentheses.
-        let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        if let Some(ppid) = after
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<u32>().ok())
-        {
-            parent.insert(pid, ppid);
-        }
-    }
-    let below = |mut pid: u32| {
-        while let Some(&p) = parent.get(&pid) {
-            if p == root {
-                return true;
-            }
-            pid = p;
-        }
-        false
-    };
-    let members: Vec<u32> = parent.keys().copied().filter(|&p| below(p)).collect();
-    let rss = |pid: u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            })
-            .unwrap_or(0)
-    };
-    let memory = members.iter().map(|&p| rss(p)).sum::<u64>() + rss(root);
-    (members.len(), memory)
-}
-
 #[tokio::test(flavor = "multi_thread")]
-async fn two_hundred_renders_leave_nothing_behind() {
+async fn browser_leaves_nothing_behind_and_is_replaced_when_killed() {
     let explicit = std::env::var_os("SARVCRAWL_CHROMIUM").map(std::path::PathBuf::from);
     let executable = locate(explicit.as_deref())
         .ok()
@@ -94,7 +52,7 @@ async fn two_hundred_renders_leave_nothing_behind() {
         if n == 10 || n == 200 {
             // Let closed pages' processes exit before counting.
             tokio::time::sleep(Duration::from_secs(2)).await;
-            let now = tree(me);
+            let now = footprint(me);
             println!(
                 "after {n} renders: {} browser processes, {} MiB resident",
                 now.0,
@@ -114,7 +72,29 @@ async fn two_hundred_renders_leave_nothing_behind() {
             }
         }
     }
+
+    // Kill every browser process: the next render starts a new browser.
+    let before = members(me);
+    before.iter().for_each(|&pid| kill(pid));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = renderer
+        .render(RenderRequest {
+            url: &url,
+            headers: &headers,
+            timeout: Duration::from_secs(20),
+            wait_for: None,
+            wait_ms: 0,
+        })
+        .await;
+    assert!(r.page.is_ok(), "no render after the browser was killed");
+    let after = members(me);
+    assert!(!after.is_empty() && after.iter().all(|p| !before.contains(p)));
+
     renderer.shutdown().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(tree(me).0, 0, "a browser process outlived the renderer");
+    assert_eq!(
+        footprint(me).0,
+        0,
+        "a browser process outlived the renderer"
+    );
 }
