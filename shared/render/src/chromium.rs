@@ -146,10 +146,11 @@ impl Chromium {
 #[async_trait]
 impl Renderer for Chromium {
     async fn render(&self, req: RenderRequest<'_>) -> Rendered {
-        let started = Instant::now();
         let Ok(_permit) = self.pages.acquire().await else {
             return failed(FetchError::Failed);
         };
+        // The page's deadline runs from its turn, not from when it started waiting for one.
+        let started = Instant::now();
         let instance = match self.browser().await {
             Ok(i) => i,
             Err(e) => return failed(e),

@@ -376,6 +376,12 @@ impl Failure {
     }
 }
 
+impl From<FetchError> for Failure {
+    fn from(e: FetchError) -> Self {
+        Failure::new(e.code(), e.to_string())
+    }
+}
+
 pub(crate) type Page = Result<(Fetched, Built), Failure>;
 
 /// Robots, the concurrency gates, a last cancel check, the fetch and the extraction.
@@ -398,7 +404,7 @@ pub(crate) async fn fetch_page(
     if respect_robots {
         let robots = robots_for(app, rt, &url, logs).await;
         if let Robots::Unreachable(e) = robots.as_ref() {
-            return Ok(Some(Err(Failure::new(e.code(), e.to_string()))));
+            return Ok(Some(Err(Failure::from(e.clone()))));
         }
         if !robots.allows(&url) {
             return Ok(Some(Err(Failure::new(
@@ -490,8 +496,7 @@ async fn render(
             "no headless browser renders pages here",
         ));
     };
-    let failed = |e: FetchError| Failure::new(e.code(), e.to_string());
-    app.fetcher.check_destination(url).await.map_err(failed)?;
+    app.fetcher.check_destination(url).await?;
     let rendered = renderer
         .render(RenderRequest {
             url,
@@ -508,7 +513,7 @@ async fn render(
         ))
         .at(url.as_str())
     }));
-    rendered.page.map_err(failed)
+    Ok(rendered.page?)
 }
 
 /// Fetches, backing off while the server answers 429 or 503 (C2).
@@ -524,11 +529,7 @@ async fn fetch_politely(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let f = app
-            .fetcher
-            .get(url, headers, deadline)
-            .await
-            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        let f = app.fetcher.get(url, headers, deadline).await?;
         if !matches!(f.status, 429 | 503) || attempt >= BUSY_TRIES {
             return Ok(f);
         }
