@@ -306,3 +306,41 @@ async fn a_monitor_compares_rendered_pages() {
         "{body}"
     );
 }
+
+/// The first lines `serve` prints with `args`, up to the one saying it listens (or its exit).
+fn start_up_lines(args: &[&str]) -> String {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(e2e::server::binary())
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let Ok(line) = line else { break };
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("listening on") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    seen
+}
+
+#[test]
+fn serve_says_at_start_up_whether_it_renders() {
+    let found = start_up_lines(&[]);
+    assert!(found.contains("rendering (render: true) is available"), "{found}");
+    let off = start_up_lines(&["--no-render"]);
+    assert!(off.contains("rendering (render: true) is off"), "{off}");
+    let wrong = start_up_lines(&["--chromium", "/nonexistent/chromium"]);
+    assert!(wrong.contains("is not an executable file"), "{wrong}");
+}
