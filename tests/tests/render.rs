@@ -338,7 +338,10 @@ fn start_up_lines(args: &[&str]) -> String {
 #[test]
 fn serve_says_at_start_up_whether_it_renders() {
     let found = start_up_lines(&[]);
-    assert!(found.contains("rendering (render: true) is available"), "{found}");
+    assert!(
+        found.contains("rendering (render: true) is available"),
+        "{found}"
+    );
     let off = start_up_lines(&["--no-render"]);
     assert!(off.contains("rendering (render: true) is off"), "{off}");
     let wrong = start_up_lines(&["--chromium", "/nonexistent/chromium"]);
