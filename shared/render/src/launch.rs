@@ -29,7 +29,7 @@ const FLAGS: &[&str] = &[
     "--disable-breakpad",
     "--disable-client-side-phishing-detection",
     "--disable-domain-reliability",
-    "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider",
+    "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider,SpareRendererForSitePerProcess",
     "--no-first-run",
     "--no-default-browser-check",
     "--metrics-recording-only",
