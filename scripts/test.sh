@@ -29,6 +29,6 @@ trap stop_aws_emulator EXIT
 cargo test --workspace --all-features --locked
 echo "--- the black-box suite on the AWS backend"
 # (The browser's own tests, which use no backend, ran in the first pass.)
-SARVCRAWL_TEST_BACKEND=aws cargo test --locked -p e2e -- --skip browser_
+SARVCRAWL_TEST_BACKEND=aws cargo test --locked -p e2e -- --skip chromium_
 echo "--- the property-based API run (schemathesis)"
 bash scripts/api-fuzz.sh

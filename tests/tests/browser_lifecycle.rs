@@ -27,7 +27,7 @@ async fn settled(me: u32) -> (usize, u64) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn browser_leaves_nothing_behind_and_is_replaced_when_killed() {
+async fn chromium_leaves_nothing_behind_and_is_replaced_when_killed() {
     let explicit = std::env::var_os("SARVCRAWL_CHROMIUM").map(std::path::PathBuf::from);
     let executable = locate(explicit.as_deref())
         .ok()

@@ -42,7 +42,7 @@ async fn render(c: &Chromium, url: &str, wait_for: Option<&str>) -> (String, Vec
 }
 
 #[tokio::test]
-async fn browser_runs_scripts_and_blocked_requests_never_leave_it() {
+async fn chromium_runs_scripts_and_blocked_requests_never_leave_it() {
     let tap = Tap::bind("127.0.0.2").await;
     let blocked = format!("http://{}/", tap.addr);
     let page = format!(
@@ -70,7 +70,7 @@ async fn browser_runs_scripts_and_blocked_requests_never_leave_it() {
 }
 
 #[tokio::test]
-async fn browser_caps_redirects() {
+async fn chromium_caps_redirects() {
     let mut routes = HashMap::new();
     for i in 1..=7 {
         routes.insert(format!("/r{i}"), Route::Redirect(format!("/r{}", i + 1)));
