@@ -2,6 +2,7 @@
 //! fresh data directory, an HTTP client for its API, fixture websites on 127.0.0.1, and
 //! listeners that count connections.
 
+pub mod browser;
 pub mod fixture;
 pub mod procs;
 pub mod proxy;

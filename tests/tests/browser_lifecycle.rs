@@ -4,12 +4,10 @@
 //! outlives the renderer. (Alone in its test binary, so the processes counted are this
 //! renderer's only.)
 
+use e2e::browser::{chromium, render};
 use e2e::fixture::{Route, Site};
 use e2e::procs::{footprint, kill, members};
-use sarvcrawl_core::engine::guard::AddressPolicy;
-use sarvcrawl_core::ports::{RenderRequest, Renderer};
-use sarvcrawl_render::{locate, Chromium, ChromiumConfig};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// The process count and memory once two readings half a second apart agree on the count.
@@ -28,39 +26,18 @@ async fn settled(me: u32) -> (usize, u64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chromium_leaves_nothing_behind_and_is_replaced_when_killed() {
-    let explicit = std::env::var_os("SARVCRAWL_CHROMIUM").map(std::path::PathBuf::from);
-    let executable = locate(explicit.as_deref())
-        .ok()
-        .flatten()
-        .expect("Chromium is needed: install Debian's chromium package (scripts/test.sh does)");
     let page = r#"<html><body><main id="m"></main><script>
         const m = document.getElementById('m');
         for (let i = 0; i < 200; i++) { const p = document.createElement('p'); p.textContent = 'row ' + i; m.append(p); }
         window.big = new Array(200000).fill('x');
         </script></body></html>"#;
     let site = Site::start(HashMap::from([("/".to_string(), Route::Html(page.into()))])).await;
-    let renderer = Chromium::new(
-        ChromiumConfig {
-            executable,
-            user_agent: "SarvCrawl-test".into(),
-            max_pages: 1,
-        },
-        AddressPolicy::new(vec!["127.0.0.1/32".parse().unwrap()]),
-    );
-    let url = url::Url::parse(&site.url("/")).unwrap();
-    let headers = BTreeMap::new();
+    let renderer = chromium(1);
+    let url = site.url("/");
     let me = std::process::id();
     let mut after_10 = (0, 0);
     for n in 1..=200 {
-        let r = renderer
-            .render(RenderRequest {
-                url: &url,
-                headers: &headers,
-                timeout: Duration::from_secs(20),
-                wait_for: None,
-                wait_ms: 0,
-            })
-            .await;
+        let r = render(&renderer, &url, None).await;
         let body = r.page.expect("rendered").body;
         assert!(String::from_utf8_lossy(&body).contains("row 199"));
         if n == 10 {
@@ -99,15 +76,7 @@ async fn chromium_leaves_nothing_behind_and_is_replaced_when_killed() {
     let before = members(me);
     before.iter().for_each(|&pid| kill(pid));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let r = renderer
-        .render(RenderRequest {
-            url: &url,
-            headers: &headers,
-            timeout: Duration::from_secs(20),
-            wait_for: None,
-            wait_ms: 0,
-        })
-        .await;
+    let r = render(&renderer, &url, None).await;
     assert!(r.page.is_ok(), "no render after the browser was killed");
     let after = members(me);
     assert!(!after.is_empty() && after.iter().all(|p| !before.contains(p)));

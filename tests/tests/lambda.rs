@@ -544,13 +544,8 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
         names,
         allow,
         Box::new(|policy, user_agent| {
-            let explicit = std::env::var_os("SARVCRAWL_CHROMIUM").map(std::path::PathBuf::from);
-            let executable = sarvcrawl_render::locate(explicit.as_deref())
-                .ok()
-                .flatten()
-                .expect("Chromium is needed: scripts/test.sh installs it");
             let config = sarvcrawl_render::ChromiumConfig {
-                executable,
+                executable: e2e::browser::executable(),
                 user_agent: user_agent.to_string(),
                 max_pages: 1,
             };

@@ -246,12 +246,12 @@ async fn search_hits_are_rendered() {
         )
         .await;
     assert_eq!(job["status"], "completed", "{job}");
-    let results = api.all_results(&id).await;
-    let text = results
-        .to_vec()
+    let text: String = api
+        .all_results(&id)
+        .await
         .iter()
         .map(Value::to_string)
-        .collect::<String>();
+        .collect();
     assert!(text.contains("written by script"), "{text}");
 }
 

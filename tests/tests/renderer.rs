@@ -1,42 +1,14 @@
 //! The Chromium renderer on its own, against fixture pages on loopback: scripts run, the
 //! address guard sees every request of the browser, and browsers do not pile up.
 
+use e2e::browser::{chromium, render};
 use e2e::fixture::{Route, Site, Tap};
 use sarvcrawl_core::engine::fetch::FetchError;
-use sarvcrawl_core::engine::guard::AddressPolicy;
-use sarvcrawl_core::ports::{RenderRequest, Renderer};
-use sarvcrawl_render::{locate, Chromium, ChromiumConfig};
-use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use sarvcrawl_render::Chromium;
+use std::collections::HashMap;
 
-fn chromium() -> Chromium {
-    let explicit = std::env::var_os("SARVCRAWL_CHROMIUM").map(std::path::PathBuf::from);
-    let executable = locate(explicit.as_deref())
-        .ok()
-        .flatten()
-        .expect("Chromium is needed: install Debian's chromium package (scripts/test.sh does)");
-    Chromium::new(
-        ChromiumConfig {
-            executable,
-            user_agent: "SarvCrawl-test".into(),
-            max_pages: 2,
-        },
-        AddressPolicy::new(vec!["127.0.0.1/32".parse().unwrap()]),
-    )
-}
-
-async fn render(c: &Chromium, url: &str, wait_for: Option<&str>) -> (String, Vec<String>) {
-    let url = url::Url::parse(url).unwrap();
-    let headers = BTreeMap::new();
-    let r = c
-        .render(RenderRequest {
-            url: &url,
-            headers: &headers,
-            timeout: Duration::from_secs(20),
-            wait_for,
-            wait_ms: 0,
-        })
-        .await;
+async fn html(c: &Chromium, url: &str, wait_for: Option<&str>) -> (String, Vec<String>) {
+    let r = render(c, url, wait_for).await;
     let page = r.page.expect("rendered");
     (String::from_utf8_lossy(&page.body).into_owned(), r.blocked)
 }
@@ -56,10 +28,10 @@ async fn chromium_runs_scripts_and_blocked_requests_never_leave_it() {
         </script></body></html>"#
     );
     let site = Site::start(HashMap::from([("/".to_string(), Route::Html(page))])).await;
-    let c = chromium();
-    let (html, refused) = render(&c, &site.url("/"), Some("#after")).await;
-    assert!(html.contains("written by script"), "{html}");
-    assert!(html.contains("fetched"), "{html}");
+    let c = chromium(2);
+    let (page, refused) = html(&c, &site.url("/"), Some("#after")).await;
+    assert!(page.contains("written by script"), "{page}");
+    assert!(page.contains("fetched"), "{page}");
     assert_eq!(tap.connections(), 0, "the blocked listener was reached");
     assert!(
         refused.iter().any(|b| b.contains("pixel.png"))
@@ -77,21 +49,11 @@ async fn chromium_caps_redirects() {
     }
     routes.insert("/r8".to_string(), Route::Html("<p>the end</p>".into()));
     let site = Site::start(routes).await;
-    let c = chromium();
+    let c = chromium(2);
     // Three hops are fine, seven are too many.
-    let (html, _) = render(&c, &site.url("/r5"), None).await;
-    assert!(html.contains("the end"), "{html}");
-    let url = url::Url::parse(&site.url("/r1")).unwrap();
-    let headers = BTreeMap::new();
-    let r = c
-        .render(RenderRequest {
-            url: &url,
-            headers: &headers,
-            timeout: Duration::from_secs(20),
-            wait_for: None,
-            wait_ms: 0,
-        })
-        .await;
+    let (page, _) = html(&c, &site.url("/r5"), None).await;
+    assert!(page.contains("the end"), "{page}");
+    let r = render(&c, &site.url("/r1"), None).await;
     assert_eq!(r.page.unwrap_err(), FetchError::TooManyRedirects(5));
 
     c.shutdown().await;
