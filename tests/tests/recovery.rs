@@ -55,8 +55,10 @@ async fn sigkill_mid_crawl_then_restart_completes_every_page_once() {
 async fn a_task_that_always_fails_fails_its_job_and_frees_the_slot() {
     let routes = [("/".to_string(), Route::Html("<p>fine</p>".into()))].into();
     let site = Site::start(routes).await;
+    // Retries come after the worker's own short delays (1, 2, 4, 8 s); the visibility timeout
+    // only has to outlast one attempt, so no attempt is ever delivered twice at once.
     let mut serve = Serve::with(
-        &["--allow-net", "127.0.0.1/32", "--visibility-timeout", "1"],
+        &["--allow-net", "127.0.0.1/32", "--visibility-timeout", "10"],
         &[],
     );
     serve.break_documents();
@@ -65,7 +67,7 @@ async fn a_task_that_always_fails_fails_its_job_and_frees_the_slot() {
         .run(
             "scrape",
             &json!({"url": site.url("/")}),
-            Duration::from_secs(60),
+            Duration::from_secs(120),
         )
         .await;
     assert_eq!(job["status"], "failed", "{job}");
