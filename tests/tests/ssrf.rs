@@ -36,6 +36,11 @@ async fn loopback_in_every_disguise_is_blocked_without_the_allow_list() {
         "http://[::ffff:a9fe:a9fe]/".to_string(),
         "http://[64:ff9b::a9fe:a9fe]/".to_string(),
         "http://[fd00:ec2::254]/".to_string(),
+        // IPv4-translated (::ffff:0:0:0/96), local-use NAT64 (64:ff9b:1::/48), site-local.
+        format!("http://[::ffff:0:127.0.0.1]:{port}/"),
+        "http://[::ffff:0:a9fe:a9fe]/".to_string(),
+        "http://[64:ff9b:1::a9fe:a9fe]/".to_string(),
+        "http://[fec0::1]/".to_string(),
     ];
     for url in &urls {
         let job = scrape(&api, url).await;
@@ -54,6 +59,21 @@ async fn loopback_in_every_disguise_is_blocked_without_the_allow_list() {
         (job["status"].as_str(), job["error"]["code"].as_str()),
         (Some("failed"), Some("BLOCKED_ADDRESS"))
     );
+    // A monitor cannot notify such an address either (W3).
+    for notify in [
+        "http://[fec0::1]/hook",
+        "http://[64:ff9b:1::a9fe:a9fe]/hook",
+        "http://[::ffff:0:a9fe:a9fe]/hook",
+    ] {
+        let r = api
+            .post(
+                "/api/monitors",
+                &json!({"url": "https://example.com/", "notify_url": notify}),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{notify}: {}", r.body);
+        assert_eq!(r.body["error"]["details"][0]["field"], "notify_url");
+    }
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(tap.connections(), 0);
 }

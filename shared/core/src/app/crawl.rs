@@ -87,9 +87,16 @@ pub(crate) async fn sitemap_urls(
         if !(200..300).contains(&f.status) {
             continue;
         }
-        match sitemap::parse(&f.body) {
-            Sitemap::Index(children) => queue.extend(children),
-            Sitemap::Urls(list) => urls.extend(
+        // Gunzipping and scanning a sitemap is work for the pool, like a page's.
+        let body = f.body;
+        let parsed = app
+            .work
+            .run(app.config.work_limit, move |_| Ok(sitemap::parse(&body)))
+            .await;
+        match parsed {
+            Err(_) => continue,
+            Ok(Sitemap::Index(children)) => queue.extend(children),
+            Ok(Sitemap::Urls(list)) => urls.extend(
                 list.iter()
                     .filter_map(|u| Url::parse(u).ok())
                     .filter(|u| matches!(u.scheme(), "http" | "https"))

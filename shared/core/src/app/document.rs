@@ -1,6 +1,7 @@
 //! Turning a fetched response into the API's document.
 
 use crate::domain::{ErrorCode, Format, JobError, PageOptions};
+use crate::engine::budget::Budget;
 use crate::engine::extract::{extract_html, ExtractOptions};
 use crate::engine::fetch::Fetched;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -64,12 +65,14 @@ fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// Builds the document of a successful response, or says why the page failed.
+/// Builds the document of a successful response within `budget` (on a work thread: this is
+/// the CPU-heavy part of a page), or says why the page failed.
 pub(crate) fn build(
     f: &Fetched,
     requested_url: &str,
     opts: &PageOptions,
     fetched_at: DateTime<Utc>,
+    budget: &Budget,
 ) -> Result<Built, JobError> {
     if f.status >= 400 {
         return Err(JobError::new(
@@ -109,7 +112,8 @@ pub(crate) fn build(
                     ..Default::default()
                 }
                 .with_selectors(&opts.include_selectors, &opts.exclude_selectors),
-            );
+                budget,
+            )?;
             meta["title"] = json!(e.title);
             meta["description"] = json!(e.description);
             meta["language"] = json!(e.language);

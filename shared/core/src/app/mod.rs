@@ -17,6 +17,7 @@ pub mod worker;
 use crate::domain::validate::Problem;
 use crate::domain::JobId;
 use crate::engine::fetch::Fetcher;
+use crate::engine::pool::WorkPool;
 use crate::ports::{
     BlobStore, Clock, IdempotencyStore, JobStore, MonitorStore, Renderer, SearchProvider, Store,
     StoreError, WorkQueue,
@@ -47,6 +48,9 @@ pub struct Config {
     pub max_active_jobs: u32,
     /// Shortest interval between a monitor's checks, in seconds.
     pub monitor_min_interval: u64,
+    /// Longest the CPU-heavy work of one item (extracting a page or a document, a monitor's
+    /// diff) may take before the item fails with `TIMEOUT`.
+    pub work_limit: Duration,
 }
 
 impl Default for Config {
@@ -60,6 +64,7 @@ impl Default for Config {
             inline_result_bytes: 1024 * 1024,
             max_active_jobs: 10,
             monitor_min_interval: 60,
+            work_limit: Duration::from_secs(10),
         }
     }
 }
@@ -79,6 +84,8 @@ pub struct App {
     /// The headless browser of this process's workers, when it has one.
     pub renderer: Option<Arc<dyn Renderer>>,
     pub(crate) runtime: Runtime,
+    /// The threads that parse, extract and diff, off the async runtime.
+    pub(crate) work: WorkPool,
 }
 
 impl App {
@@ -103,6 +110,7 @@ impl App {
             search: None,
             renderer: None,
             runtime,
+            work: WorkPool::per_core(),
         }
     }
 

@@ -10,6 +10,8 @@ use crate::domain::{
     CheckRequest, Job, JobId, JobKind, LastDelivery, Monitor, MonitorId, MonitorPatch,
     MonitorRequest, MonitorStatus, Snapshot, UserId,
 };
+use crate::engine::budget::Exceeded;
+use crate::engine::diff;
 use crate::ports::{NewLog, StoreError, StoreResult};
 use base64::Engine;
 use bytes::Bytes;
@@ -369,8 +371,19 @@ pub(crate) async fn run_check(
             return Ok(Some(Produced::page(&req.url, Err(failure))));
         }
     };
-    let current = normalise(built.doc["markdown"].as_str().unwrap_or_default());
-    let current_hash = hash(&current);
+    let markdown = built.doc["markdown"].as_str().unwrap_or_default().to_string();
+    let snapshot = app
+        .work
+        .run(app.config.work_limit, move |_| {
+            let current = normalise(&markdown);
+            let current_hash = hash(&current);
+            Ok((current, current_hash))
+        })
+        .await;
+    let (current, current_hash) = match snapshot {
+        Ok(s) => s,
+        Err(e) => return Ok(Some(checked_out(app, req, job, now, e).await?)),
+    };
     let key = snapshot_key(&monitor);
     let previous = monitor.snapshot.clone();
     let mut result = json!({"monitor_id": monitor.monitor_id, "hash": current_hash});
@@ -392,11 +405,21 @@ pub(crate) async fn run_check(
                 .await?
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default();
-            let diff = similar::TextDiff::from_lines(&before, &current)
-                .unified_diff()
-                .context_radius(3)
-                .header("previous", "current")
-                .to_string();
+            let after = current.clone();
+            let diff = app
+                .work
+                .run(app.config.work_limit, move |budget| {
+                    diff::unified(&before, &after, budget)
+                })
+                .await;
+            let diff = match diff {
+                Ok(d) => d,
+                Err(e) => {
+                    return Ok(Some(
+                        checked_out(app, req, job, now, e).await?,
+                    ))
+                }
+            };
             let payload = json!({
                 "type": "monitor.changed",
                 "monitor_id": monitor.monitor_id,
@@ -447,6 +470,26 @@ pub(crate) async fn run_check(
     })
     .await?;
     Ok(Some(Produced::result(&req.url, Ok(result))))
+}
+
+/// Ends a check whose comparison could not be made within bounds: the page fails with the
+/// reason, the monitor is released and keeps its snapshot.
+async fn checked_out(
+    app: &App,
+    req: &CheckRequest,
+    job: &Job,
+    now: DateTime<Utc>,
+    e: Exceeded,
+) -> StoreResult<Produced> {
+    update(app, &job.user_id, &req.monitor_id, |m| {
+        if m.running.as_ref().is_some_and(|(j, _)| *j == job.job_id) {
+            m.running = None;
+        }
+        m.last_checked_at = Some(now);
+        m.checks += 1;
+    })
+    .await?;
+    Ok(Produced::result(&req.url, Err(e.into())))
 }
 
 fn timestamp(t: DateTime<Utc>) -> String {

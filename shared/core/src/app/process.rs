@@ -436,23 +436,24 @@ pub(crate) async fn fetch_page(
         Ok(f) => f,
         Err(e) => return Ok(Some(Err(e))),
     };
-    let opts = opts.clone();
-    let requested = url.to_string();
-    let now = app.clock.now();
-    let cpu = app.runtime.cpu.clone().acquire_owned().await.ok();
-    let built = tokio::task::spawn_blocking(move || {
-        let _cpu = cpu;
-        let built = document::build(&fetched, &requested, &opts, now);
-        (fetched, built)
-    })
-    .await;
+    let (opts, requested, now) = (opts.clone(), url.to_string(), app.clock.now());
+    let shared = Arc::new(fetched);
+    let page = shared.clone();
+    let built = app
+        .work
+        .run(app.config.work_limit, move |budget| {
+            Ok(document::build(&page, &requested, &opts, now, budget))
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.into()));
+    // The work thread let go of the response when it finished (or it is given up on).
+    let fetched = Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
     Ok(Some(match built {
-        Ok((fetched, Ok(b))) => Ok((fetched, b)),
-        Ok((fetched, Err(error))) => Err(Failure {
+        Ok(b) => Ok((fetched, b)),
+        Err(error) => Err(Failure {
             error,
             fetched: Some(fetched),
         }),
-        Err(_) => Err(Failure::new(ErrorCode::Internal, "extraction failed")),
     }))
 }
 

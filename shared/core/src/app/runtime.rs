@@ -18,8 +18,6 @@ pub struct Runtime {
     jobs: Mutex<HashMap<JobId, Arc<JobRuntime>>>,
     hosts: Mutex<HashMap<String, Arc<HostGate>>>,
     per_host: usize,
-    /// Bounds CPU-heavy extraction to the number of cores.
-    pub(crate) cpu: Arc<Semaphore>,
 }
 
 /// One job's state in this process.
@@ -52,12 +50,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Runtime {
     pub fn new(per_host: usize) -> Self {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Runtime {
             jobs: Mutex::new(HashMap::new()),
             hosts: Mutex::new(HashMap::new()),
             per_host: per_host.max(1),
-            cpu: Arc::new(Semaphore::new(cores)),
         }
     }
 

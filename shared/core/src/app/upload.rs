@@ -5,7 +5,9 @@
 use super::process::Produced;
 use super::{document, submit, App, AppError};
 use crate::domain::{ErrorCode, Job, JobError, JobKind, UploadRequest, UserId};
+use crate::engine::budget::Budget;
 use crate::engine::fetch::Fetched;
+use crate::engine::pdf::{page_texts, PdfError};
 use crate::ports::StoreResult;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -184,22 +186,14 @@ pub(crate) async fn run(app: &App, req: &UploadRequest) -> StoreResult<Produced>
         let e = JobError::new(ErrorCode::Internal, "the uploaded document is missing");
         return Ok(Produced::result(&name, Err(e)));
     };
-    let req = req.clone();
-    let now = app.clock.now();
-    let name2 = name.clone();
-    let cpu = app.runtime.cpu.clone().acquire_owned().await.ok();
-    let built = tokio::task::spawn_blocking(move || {
-        let _cpu = cpu;
-        std::panic::catch_unwind(|| extract(&req, &name2, bytes, now))
-    })
-    .await;
-    let r = match built {
-        Ok(Ok(r)) => r,
-        _ => Err(JobError::new(
-            ErrorCode::UnsupportedContent,
-            "the document could not be read",
-        )),
-    };
+    let (req, now, doc_name) = (req.clone(), app.clock.now(), name.clone());
+    let r = app
+        .work
+        .run(app.config.work_limit, move |budget| {
+            Ok(extract(&req, &doc_name, bytes, now, budget))
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.into()));
     Ok(Produced::result(&name, r))
 }
 
@@ -208,10 +202,11 @@ fn extract(
     name: &str,
     bytes: Bytes,
     now: chrono::DateTime<chrono::Utc>,
+    budget: &Budget,
 ) -> Result<Value, JobError> {
     let base = req.base_url.as_deref().and_then(|u| Url::parse(u).ok());
     let mut doc = if Media::of_type(&req.content_type) == Some(Media::Pdf) {
-        pdf(req, name, &bytes)?
+        pdf(req, name, &bytes, budget)?
     } else {
         let fetched = Fetched {
             url: base
@@ -224,7 +219,7 @@ fn extract(
             body: bytes,
             elapsed: Duration::ZERO,
         };
-        document::build(&fetched, name, &req.page, now)?.doc
+        document::build(&fetched, name, &req.page, now, budget)?.doc
     };
     doc["url"] = json!(base.as_ref().map(Url::as_str));
     doc["requested_url"] = Value::Null;
@@ -236,20 +231,17 @@ fn extract(
 }
 
 /// Text and Markdown of a PDF's pages.
-fn pdf(req: &UploadRequest, name: &str, bytes: &[u8]) -> Result<Value, JobError> {
+fn pdf(
+    req: &UploadRequest,
+    name: &str,
+    bytes: &[u8],
+    budget: &Budget,
+) -> Result<Value, JobError> {
     use crate::domain::Format;
-    let pdf = lopdf::Document::load_mem(bytes).map_err(|e| {
-        JobError::new(
-            ErrorCode::UnsupportedContent,
-            format!("the PDF cannot be read: {e}"),
-        )
+    let pages = page_texts(bytes, budget).map_err(|e| match e {
+        PdfError::Unreadable(_) => JobError::new(ErrorCode::UnsupportedContent, e.to_string()),
+        PdfError::Exceeded(e) => e.into(),
     })?;
-    let pages: Vec<String> = pdf
-        .get_pages()
-        .keys()
-        .map(|n| pdf.extract_text(&[*n]).unwrap_or_default())
-        .map(|t| t.trim().to_string())
-        .collect();
     let mut doc = Map::new();
     doc.insert("url".into(), Value::Null);
     doc.insert("requested_url".into(), json!(name));

@@ -112,6 +112,8 @@ pub enum ErrorCode {
     BlockedByRobots,
     BlockedAddress,
     TooLarge,
+    /// The content's structure is beyond what is processed (nesting, node or operator counts).
+    TooComplex,
     UnsupportedContent,
     SearchUnavailable,
     RenderUnavailable,
@@ -127,6 +129,7 @@ impl ErrorCode {
             ErrorCode::BlockedByRobots => "BLOCKED_BY_ROBOTS",
             ErrorCode::BlockedAddress => "BLOCKED_ADDRESS",
             ErrorCode::TooLarge => "TOO_LARGE",
+            ErrorCode::TooComplex => "TOO_COMPLEX",
             ErrorCode::UnsupportedContent => "UNSUPPORTED_CONTENT",
             ErrorCode::SearchUnavailable => "SEARCH_UNAVAILABLE",
             ErrorCode::RenderUnavailable => "RENDER_UNAVAILABLE",

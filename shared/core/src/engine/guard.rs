@@ -68,7 +68,10 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let tail = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     if s[..5] == [0, 0, 0, 0, 0] && s[5] == 0xffff {
-        return Some(tail()); // ::ffff:0:0/96
+        return Some(tail()); // ::ffff:0:0/96 (IPv4-mapped)
+    }
+    if s[..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0 {
+        return Some(tail()); // ::ffff:0:0:0/96 (IPv4-translated, RFC 2765)
     }
     if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return Some(tail()); // 64:ff9b::/96
@@ -93,6 +96,8 @@ fn v6_blocked(ip: Ipv6Addr) -> bool {
     s[..6] == [0, 0, 0, 0, 0, 0] // ::/96: unspecified, loopback, IPv4-compatible
         || (s[0] & 0xfe00) == 0xfc00 // fc00::/7 unique local (fd00:ec2::254 included)
         || (s[0] & 0xffc0) == 0xfe80 // fe80::/10 link local
+        || (s[0] & 0xffc0) == 0xfec0 // fec0::/10 site local (deprecated, still routed by some)
+        || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) // 64:ff9b:1::/48 local-use NAT64
         || (s[0] & 0xff00) == 0xff00 // ff00::/8 multicast
         || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
         || (s[0] == 0x2001 && s[1] == 0) // Teredo hides an address
@@ -186,6 +191,12 @@ mod tests {
             "http://[::1]/",
             "http://[fd00:ec2::254]/",
             "http://[2002:7f00:1::]/",
+            "http://[::ffff:0:127.0.0.2]/",
+            "http://[::ffff:0:a9fe:a9fe]/",
+            "http://[64:ff9b:1::a9fe:a9fe]/",
+            "http://[64:ff9b:1:ffff::1]/",
+            "http://[fec0::1]/",
+            "http://[feff::1]/",
             "http://169.254.170.2/",
             "http://10.1.2.3/",
             "http://192.168.0.1/",

@@ -12,8 +12,8 @@ pub enum Sitemap {
     Index(Vec<String>),
 }
 
-/// Decoded sitemaps larger than this are cut off (the protocol caps them at 50 MiB).
-const MAX_DECODED: u64 = 50 * 1024 * 1024;
+/// Decoded sitemaps larger than this are cut off, as pages are (the fetcher's body cap).
+pub const MAX_DECODED: u64 = 10 * 1024 * 1024;
 
 /// Parses a sitemap, gunzipping it first when it is gzip.
 pub fn parse(body: &[u8]) -> Sitemap {
@@ -86,6 +86,18 @@ mod tests {
         assert_eq!(
             parse(&gz.finish().unwrap()),
             Sitemap::Index(vec!["https://e.com/s1.xml.gz".into()])
+        );
+    }
+
+    #[test]
+    fn gzipped_sitemaps_inflate_no_further_than_a_page() {
+        let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+        gz.write_all(b"<urlset><url><loc>https://e.com/first</loc></url>").unwrap();
+        gz.write_all(&vec![b' '; 30 << 20]).unwrap();
+        gz.write_all(b"<url><loc>https://e.com/past-the-cap</loc></url></urlset>").unwrap();
+        assert_eq!(
+            parse(&gz.finish().unwrap()),
+            Sitemap::Urls(vec!["https://e.com/first".into()])
         );
     }
 }

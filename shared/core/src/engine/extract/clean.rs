@@ -1,5 +1,7 @@
 //! Cleaned HTML: the content elements with only meaningful attributes, links made absolute.
+//! Every node and every byte written is reported to the page's [`Meter`].
 
+use super::meter::Meter;
 use super::{absolute, Filter};
 use scraper::node::Node;
 use scraper::ElementRef;
@@ -11,7 +13,10 @@ const VOID: &[&str] = &[
     "wbr",
 ];
 
-fn escape_into(out: &mut String, s: &str, attr: bool) {
+fn escape_into(out: &mut String, s: &str, attr: bool, meter: &Meter) {
+    if !meter.add(s.len()) {
+        return;
+    }
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -23,40 +28,58 @@ fn escape_into(out: &mut String, s: &str, attr: bool) {
     }
 }
 
+/// What one serialisation walk needs.
+struct Walk<'a> {
+    filter: &'a Filter,
+    base: &'a Url,
+    meter: &'a Meter<'a>,
+}
+
 /// Serialises the content under `roots` (the body's children, or each included element).
-pub(crate) fn render(roots: &[ElementRef], filter: &Filter, base: &Url) -> String {
+/// When the meter stops the walk the result is partial: the caller checks the meter.
+pub(crate) fn render(roots: &[ElementRef], filter: &Filter, base: &Url, meter: &Meter) -> String {
+    let w = Walk {
+        filter,
+        base,
+        meter,
+    };
     let mut out = String::new();
     for root in roots {
         if filter.skips(root) {
             continue;
         }
         if matches!(root.value().name(), "body" | "html") {
-            children(*root, filter, base, &mut out);
+            w.children(*root, &mut out);
         } else {
-            element(*root, filter, base, &mut out);
+            w.element(*root, &mut out);
         }
     }
     out.trim().to_string()
 }
 
-fn children(el: ElementRef, filter: &Filter, base: &Url, out: &mut String) {
-    for child in el.children() {
-        match child.value() {
-            Node::Text(t) => escape_into(out, t, false),
-            Node::Element(_) => {
-                if let Some(c) = ElementRef::wrap(child) {
-                    if !filter.skips(&c) {
-                        element(c, filter, base, out);
+impl Walk<'_> {
+    fn children(&self, el: ElementRef, out: &mut String) {
+        for child in el.children() {
+            match child.value() {
+                Node::Text(t) => escape_into(out, t, false, self.meter),
+                Node::Element(_) => {
+                    if let Some(c) = ElementRef::wrap(child) {
+                        if !self.filter.skips(&c) {
+                            self.element(c, out);
+                        }
                     }
                 }
+                _ => {}
             }
-            _ => {}
         }
     }
-}
 
-fn element(el: ElementRef, filter: &Filter, base: &Url, out: &mut String) {
-    let v = el.value();
+    fn element(&self, el: ElementRef, out: &mut String) {
+        if !self.meter.step() {
+            return;
+        }
+        let (base, meter) = (self.base, self.meter);
+        let v = el.value();
     let name = v.name();
     out.push('<');
     out.push_str(name);
@@ -72,15 +95,16 @@ fn element(el: ElementRef, filter: &Filter, base: &Url, out: &mut String) {
         out.push(' ');
         out.push_str(attr);
         out.push_str("=\"");
-        escape_into(out, &value, true);
+        escape_into(out, &value, true, meter);
         out.push('"');
     }
     out.push('>');
     if VOID.contains(&name) {
         return;
     }
-    children(el, filter, base, out);
+    self.children(el, out);
     out.push_str("</");
     out.push_str(name);
     out.push('>');
+    }
 }

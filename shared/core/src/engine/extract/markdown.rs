@@ -1,5 +1,8 @@
-//! HTML to GitHub-flavoured Markdown, and to plain text, over an already parsed tree.
+//! HTML to GitHub-flavoured Markdown, and to plain text, over an already parsed tree. The
+//! walk recurses at most as deep as the tree (which parsing bounds), and reports every node
+//! and every string it builds to the page's [`Meter`].
 
+use super::meter::Meter;
 use super::{absolute, Filter};
 use scraper::node::Node;
 use scraper::ElementRef;
@@ -16,6 +19,7 @@ struct Renderer<'a> {
     filter: &'a Filter,
     base: &'a Url,
     md: bool,
+    meter: &'a Meter<'a>,
 }
 
 const BLOCKS: &[&str] = &[
@@ -67,12 +71,20 @@ fn is_block(name: &str) -> bool {
     BLOCKS.contains(&name)
 }
 
-/// Renders the content under `roots` as Markdown or text.
-pub(crate) fn render(roots: &[ElementRef], filter: &Filter, base: &Url, mode: Mode) -> String {
+/// Renders the content under `roots` as Markdown or text. When the meter stops the walk, what
+/// is returned is partial: the caller checks the meter.
+pub(crate) fn render(
+    roots: &[ElementRef],
+    filter: &Filter,
+    base: &Url,
+    mode: Mode,
+    meter: &Meter,
+) -> String {
     let r = Renderer {
         filter,
         base,
         md: mode == Mode::Markdown,
+        meter,
     };
     let mut blocks = Vec::new();
     for root in roots {
@@ -81,16 +93,6 @@ pub(crate) fn render(roots: &[ElementRef], filter: &Filter, base: &Url, mode: Mo
         }
     }
     blocks.join("\n\n")
-}
-
-fn flush(buf: &mut String, out: &mut Vec<String>) {
-    let lines: Vec<&str> = buf.lines().map(str::trim).collect();
-    let text = lines.join("\n");
-    let text = text.trim();
-    if !text.is_empty() {
-        out.push(text.to_string());
-    }
-    buf.clear();
 }
 
 /// The longest run of backticks in `s`.
@@ -116,6 +118,24 @@ fn indent_item(marker: &str, body: &str) -> String {
 }
 
 impl Renderer<'_> {
+    /// Adds a finished block, counting it.
+    fn emit(&self, out: &mut Vec<String>, block: String) {
+        if self.meter.add(block.len()) {
+            out.push(block);
+        }
+    }
+
+    /// Turns the inline text gathered in `buf` into a paragraph.
+    fn flush(&self, buf: &mut String, out: &mut Vec<String>) {
+        let lines: Vec<&str> = buf.lines().map(str::trim).collect();
+        let text = lines.join("\n");
+        let text = text.trim();
+        if !text.is_empty() {
+            self.emit(out, text.to_string());
+        }
+        buf.clear();
+    }
+
     fn elements<'b>(&self, el: ElementRef<'b>) -> Vec<ElementRef<'b>> {
         el.children()
             .filter_map(ElementRef::wrap)
@@ -138,7 +158,7 @@ impl Renderer<'_> {
                         continue;
                     }
                     if is_block(e.name()) {
-                        flush(&mut buf, out);
+                        self.flush(&mut buf, out);
                         self.block(c, out);
                     } else {
                         self.inline(c, &mut buf);
@@ -147,10 +167,13 @@ impl Renderer<'_> {
                 _ => {}
             }
         }
-        flush(&mut buf, out);
+        self.flush(&mut buf, out);
     }
 
     fn block(&self, el: ElementRef, out: &mut Vec<String>) {
+        if !self.meter.step() {
+            return;
+        }
         let name = el.value().name();
         match name {
             "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
@@ -159,11 +182,12 @@ impl Renderer<'_> {
                 let title = buf.split_whitespace().collect::<Vec<_>>().join(" ");
                 if !title.is_empty() {
                     let level = usize::from(name.as_bytes()[1] - b'0');
-                    out.push(if self.md {
+                    let heading = if self.md {
                         format!("{} {title}", "#".repeat(level))
                     } else {
                         title
-                    });
+                    };
+                    self.emit(out, heading);
                 }
             }
             "pre" => self.pre(el, out),
@@ -171,17 +195,17 @@ impl Renderer<'_> {
             "table" => self.table(el, out),
             "hr" => {
                 if self.md {
-                    out.push("---".into());
+                    self.emit(out, "---".into());
                 }
             }
             "blockquote" => {
                 let mut inner = Vec::new();
                 self.container(el, &mut inner);
                 let inner = inner.join("\n\n");
-                if inner.is_empty() {
+                if inner.is_empty() || !self.meter.add(inner.len()) {
                     return;
                 }
-                out.push(if self.md {
+                let quoted = if self.md {
                     inner
                         .lines()
                         .map(|l| {
@@ -195,7 +219,8 @@ impl Renderer<'_> {
                         .join("\n")
                 } else {
                     inner
-                });
+                };
+                self.emit(out, quoted);
             }
             _ => self.container(el, out),
         }
@@ -203,13 +228,16 @@ impl Renderer<'_> {
 
     fn pre(&self, el: ElementRef, out: &mut Vec<String>) {
         let code: String = el.text().collect();
+        if !self.meter.add(code.len()) {
+            return;
+        }
         let code = code.trim_end_matches(['\n', '\r']);
         let code = code.strip_prefix('\n').unwrap_or(code);
         if code.trim().is_empty() {
             return;
         }
         if !self.md {
-            out.push(code.to_string());
+            self.emit(out, code.to_string());
             return;
         }
         let class_of = |e: ElementRef| e.value().attr("class").map(str::to_string);
@@ -228,7 +256,7 @@ impl Renderer<'_> {
             .next()
             .unwrap_or_default();
         let fence = "`".repeat(longest_backtick_run(code).max(2) + 1);
-        out.push(format!("{fence}{lang}\n{code}\n{fence}"));
+        self.emit(out, format!("{fence}{lang}\n{code}\n{fence}"));
     }
 
     fn list(&self, el: ElementRef, ordered: bool, out: &mut Vec<String>) {
@@ -247,7 +275,7 @@ impl Renderer<'_> {
                 self.block(child, &mut parts);
             }
             let body = parts.join("\n");
-            if body.is_empty() {
+            if body.is_empty() || !self.meter.add(body.len()) {
                 continue;
             }
             if name == "ul" || name == "ol" {
@@ -264,7 +292,7 @@ impl Renderer<'_> {
             items.push(indent_item(&marker, &body));
         }
         if !items.is_empty() {
-            out.push(items.join("\n"));
+            self.emit(out, items.join("\n"));
         }
     }
 
@@ -312,18 +340,26 @@ impl Renderer<'_> {
         }
         if !self.md {
             let lines: Vec<String> = rows.iter().map(|r| r.join("\t")).collect();
-            out.push(lines.join("\n"));
+            self.emit(out, lines.join("\n"));
+            return;
+        }
+        // Every row is padded to the widest: count that before building it.
+        if !self.meter.add(rows.len().saturating_mul(cols).saturating_mul(3)) {
             return;
         }
         let line = |r: &Vec<String>| {
-            let mut cells = r.clone();
-            cells.resize(cols, String::new());
-            format!("| {} |", cells.join(" | "))
+            let mut line = String::from("|");
+            for i in 0..cols {
+                line.push(' ');
+                line.push_str(r.get(i).map_or("", String::as_str));
+                line.push_str(" |");
+            }
+            line
         };
         let mut lines = vec![line(&rows[0])];
         lines.push(format!("|{}", " --- |".repeat(cols)));
         lines.extend(rows[1..].iter().map(line));
-        out.push(lines.join("\n"));
+        self.emit(out, lines.join("\n"));
     }
 
     fn inline_children(&self, el: ElementRef, buf: &mut String) {
@@ -365,6 +401,9 @@ impl Renderer<'_> {
     }
 
     fn inline(&self, el: ElementRef, buf: &mut String) {
+        if !self.meter.step() {
+            return;
+        }
         let name = el.value().name();
         match name {
             "br" => {
@@ -375,13 +414,18 @@ impl Renderer<'_> {
             }
             "img" if self.md => {
                 let src = el.value().attr("src").and_then(|s| absolute(self.base, s));
-                if let Some(src) = src {
+                if let Some(src) = src.filter(|s| self.meter.add(s.as_str().len())) {
                     let alt = el.value().attr("alt").unwrap_or_default();
                     let alt = alt.split_whitespace().collect::<Vec<_>>().join(" ");
                     buf.push_str(&format!("![{}]({src})", alt.replace(['[', ']'], "")));
                 }
             }
-            "a" if self.md => match el.value().attr("href").and_then(|h| absolute(self.base, h)) {
+            "a" if self.md => match el
+                .value()
+                .attr("href")
+                .and_then(|h| absolute(self.base, h))
+                .filter(|h| self.meter.add(h.as_str().len()))
+            {
                 Some(href) => self.wrapped(el, buf, "[", &format!("]({href})")),
                 None => self.inline_children(el, buf),
             },
@@ -391,7 +435,7 @@ impl Renderer<'_> {
             "code" | "kbd" | "samp" | "tt" => {
                 let code: String = el.text().collect::<String>();
                 let code = code.split_whitespace().collect::<Vec<_>>().join(" ");
-                if code.is_empty() {
+                if code.is_empty() || !self.meter.add(code.len()) {
                     return;
                 }
                 if !self.md {
@@ -422,6 +466,9 @@ impl Renderer<'_> {
 
     /// Appends text with white space collapsed and, in Markdown, syntax characters escaped.
     fn text(&self, text: &str, buf: &mut String) {
+        if !self.meter.add(text.len()) {
+            return;
+        }
         let mut prev = buf.chars().last();
         let mut chars = text.chars().peekable();
         while let Some(c) = chars.next() {

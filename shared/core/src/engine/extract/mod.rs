@@ -1,12 +1,19 @@
 //! Extraction from one parsed HTML document: Markdown, plain text, cleaned HTML, absolute
-//! links and metadata. The document is parsed once; every format is a walk over that one tree.
+//! links and metadata. The document is parsed once (within the bounds of [`super::html`]);
+//! every format is a walk over that one tree, metered by one [`Meter`] so that what a page
+//! makes its extraction build (and the time it takes) stays bounded whatever its shape.
 
 mod clean;
 mod markdown;
+mod meter;
 
+use super::budget::{Budget, Exceeded};
+use meter::Meter;
 use scraper::{ElementRef, Html, Selector};
 use std::collections::HashSet;
 use url::Url;
+
+pub use meter::MAX_OUTPUT;
 
 /// What to extract and which parts of the page count.
 #[derive(Default)]
@@ -79,18 +86,25 @@ impl Filter {
     }
 }
 
-/// Extracts what `opts` asks for from an HTML document fetched from `url`.
-pub fn extract_html(source: &str, url: &Url, opts: &ExtractOptions) -> Extracted {
-    let doc = Html::parse_document(source);
+/// Extracts what `opts` asks for from an HTML document fetched from `url`, within `budget`.
+pub fn extract_html(
+    source: &str,
+    url: &Url,
+    opts: &ExtractOptions,
+    budget: &Budget,
+) -> Result<Extracted, Exceeded> {
+    let doc = super::html::parse(source, budget)?;
+    let meter = Meter::new(budget);
     let base = base_url(&doc, url);
     let mut out = Extracted {
-        links: links(&doc, &base),
+        links: links(&doc, &base, &meter),
         ..Extracted::default()
     };
     metadata(&doc, &base, &mut out);
+    meter.result()?;
 
     if !(opts.markdown || opts.text || opts.html) {
-        return out;
+        return Ok(out);
     }
     let excluded = opts
         .exclude_selectors
@@ -102,26 +116,25 @@ pub fn extract_html(source: &str, url: &Url, opts: &ExtractOptions) -> Extracted
         only_main_content: opts.only_main_content,
     };
     let roots = content_roots(&doc, &opts.include_selectors);
-    if opts.markdown {
-        out.markdown = Some(markdown::render(
-            &roots,
-            &filter,
-            &base,
-            markdown::Mode::Markdown,
-        ));
-    }
-    if opts.text {
-        out.text = Some(markdown::render(
-            &roots,
-            &filter,
-            &base,
-            markdown::Mode::Text,
-        ));
+    let modes = [
+        (opts.markdown, markdown::Mode::Markdown),
+        (opts.text, markdown::Mode::Text),
+    ];
+    for (wanted, mode) in modes {
+        if wanted {
+            let rendered = markdown::render(&roots, &filter, &base, mode, &meter);
+            meter.result()?;
+            match mode {
+                markdown::Mode::Markdown => out.markdown = Some(rendered),
+                markdown::Mode::Text => out.text = Some(rendered),
+            }
+        }
     }
     if opts.html {
-        out.html = Some(clean::render(&roots, &filter, &base));
+        out.html = Some(clean::render(&roots, &filter, &base, &meter));
+        meter.result()?;
     }
-    out
+    Ok(out)
 }
 
 /// The elements whose content is extracted: the matches of `include` (outermost only), or the
@@ -170,16 +183,25 @@ pub(crate) fn absolute(base: &Url, href: &str) -> Option<Url> {
     Some(u)
 }
 
-fn links(doc: &Html, base: &Url) -> Vec<Url> {
+fn links(doc: &Html, base: &Url, meter: &Meter) -> Vec<Url> {
     let Ok(sel) = Selector::parse("a[href], area[href]") else {
         return Vec::new();
     };
     let mut seen = HashSet::new();
-    doc.select(&sel)
-        .filter_map(|a| a.value().attr("href"))
-        .filter_map(|h| absolute(base, h))
-        .filter(|u| seen.insert(u.as_str().to_string()))
-        .collect()
+    let mut out = Vec::new();
+    for href in doc.select(&sel).filter_map(|a| a.value().attr("href")) {
+        if !meter.step() {
+            break;
+        }
+        let Some(u) = absolute(base, href) else {
+            continue;
+        };
+        if !seen.contains(u.as_str()) && meter.add(u.as_str().len()) {
+            seen.insert(u.as_str().to_string());
+            out.push(u);
+        }
+    }
+    out
 }
 
 fn non_empty(s: Option<&str>) -> Option<String> {

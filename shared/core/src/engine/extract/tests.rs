@@ -1,4 +1,6 @@
 use super::*;
+use crate::engine::pool::WorkPool;
+use std::time::{Duration, Instant};
 
 fn md(html: &str, only_main: bool) -> String {
     let opts = ExtractOptions {
@@ -7,7 +9,10 @@ fn md(html: &str, only_main: bool) -> String {
         ..Default::default()
     };
     let url = Url::parse("https://example.com/docs/page").unwrap();
-    extract_html(html, &url, &opts).markdown.unwrap()
+    extract_html(html, &url, &opts, &Budget::unlimited())
+        .unwrap()
+        .markdown
+        .unwrap()
 }
 
 #[test]
@@ -83,7 +88,7 @@ fn selectors_metadata_links_text_html() {
         ..Default::default()
     }
     .with_selectors(&["#keep".into()], &[".ad".into()]);
-    let e = extract_html(html, &url, &opts);
+    let e = extract_html(html, &url, &opts, &Budget::unlimited()).unwrap();
     assert_eq!(e.title.as_deref(), Some("Page"));
     assert_eq!(e.description.as_deref(), Some("About it"));
     assert_eq!(e.language.as_deref(), Some("de"));
@@ -105,4 +110,81 @@ fn selectors_metadata_links_text_html() {
         e.html.as_deref(),
         Some(r#"<div><p>Kept <a href="https://example.com/base/rel">r</a></p></div>"#)
     );
+}
+
+fn every_format() -> ExtractOptions {
+    ExtractOptions {
+        only_main_content: false,
+        markdown: true,
+        text: true,
+        html: true,
+        ..Default::default()
+    }
+}
+
+/// Extracts on a work thread, as the service does.
+fn on_pool(html: String, limit: Duration) -> Result<Extracted, Exceeded> {
+    let pool = WorkPool::new(1);
+    let url = Url::parse("https://example.com/").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(pool.run(limit, move |b| extract_html(&html, &url, &every_format(), b)))
+}
+
+#[test]
+fn nesting_at_the_limit_is_extracted_within_bounds() {
+    let depth = crate::engine::html::MAX_DEPTH - 20;
+    // Each opening adds this many levels (a table's body is implied).
+    for (open, close, levels) in [
+        ("<div>", "</div>", 1),
+        ("<blockquote>", "</blockquote>", 1),
+        ("<ul><li>", "</li></ul>", 2),
+        ("<table><tr><td>", "</td></tr></table>", 4),
+        ("<b><a href=\"/x\">", "</a></b>", 2),
+    ] {
+        let html = format!(
+            "<html><body>{}deep text{}</body></html>",
+            open.repeat(depth / levels),
+            close.repeat(depth / levels)
+        );
+        let t = Instant::now();
+        let e = on_pool(html, Duration::from_secs(30)).unwrap();
+        assert!(e.markdown.unwrap().contains("deep text"), "{open}");
+        assert!(e.html.unwrap().contains("deep text"), "{open}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{open}: {:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn output_that_grows_faster_than_its_input_is_refused() {
+    // Every line sits 160 lists deep: re-indenting it at each level is quadratic work.
+    let lines = "<p>a line of text</p>".repeat(40_000);
+    let html = format!(
+        "<html><body>{}{lines}{}</body></html>",
+        "<ul><li>".repeat(160),
+        "</li></ul>".repeat(160)
+    );
+    let r = on_pool(html, Duration::from_secs(30));
+    assert!(matches!(r, Err(Exceeded::TooLarge(_))), "{r:?}");
+    // One short row and one row of 20,000 cells: every row is padded to the widest.
+    let html = format!(
+        "<table>{}<tr>{}</tr></table>",
+        "<tr><td>x</td></tr>".repeat(20_000),
+        "<td>y</td>".repeat(20_000)
+    );
+    let r = on_pool(html, Duration::from_secs(30));
+    assert!(matches!(r, Err(Exceeded::TooLarge(_))), "{r:?}");
+    // A short relative link made absolute against a long base, a million times over.
+    let html = format!("<base href=\"https://example.com/{}/\">{}", "p".repeat(2000), "<a href=?>x</a>".repeat(60_000));
+    let r = on_pool(html, Duration::from_secs(30));
+    assert!(matches!(r, Err(Exceeded::TooLarge(_))), "{r:?}");
+}
+
+#[test]
+fn extraction_stops_at_its_deadline() {
+    let html = format!("<html><body>{}</body></html>", "<p>some <b>text</b></p>".repeat(50_000));
+    let r = on_pool(html, Duration::from_millis(1));
+    assert!(matches!(r, Err(Exceeded::Time(_))), "{r:?}");
 }

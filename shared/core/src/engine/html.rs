@@ -1,0 +1,294 @@
+//! Parsing HTML within bounds. The tree is built chunk by chunk; between chunks its depth, its
+//! node count and the budget's deadline are checked, so a page of 100,000 nested tags (whose
+//! parse would take the tree builder quadratic time) or millions of tiny elements (whose tree
+//! would take gigabytes) is given up after a few milliseconds of work. A tree that passes is
+//! at most [`MAX_DEPTH`] deep, which every walk over it may rely on.
+
+use super::budget::{Budget, Exceeded};
+use ego_tree::NodeId;
+use html5ever::tendril::{StrTendril, TendrilSink};
+use html5ever::tree_builder::{ElementFlags, NodeOrText, QuirksMode, TreeSink};
+use html5ever::{Attribute, QualName};
+use scraper::{Html, HtmlTreeSink};
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+/// Deepest element nesting processed (browsers stop nesting at about this depth too).
+pub const MAX_DEPTH: usize = 512;
+/// Most nodes (elements, text runs, comments) in one page's tree: about 65 MB of tree.
+pub const MAX_NODES: usize = 500_000;
+/// Bytes handed to the tree builder between two checks.
+const CHUNK: usize = 16 * 1024;
+
+fn too_deep() -> Exceeded {
+    Exceeded::TooComplex(format!(
+        "the HTML nests elements deeper than {MAX_DEPTH} levels"
+    ))
+}
+
+fn too_many() -> Exceeded {
+    Exceeded::TooComplex(format!("the HTML has more than {MAX_NODES} nodes"))
+}
+
+/// Parses a whole document within the bounds and the budget.
+pub fn parse(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
+    let sink = Bounded {
+        inner: HtmlTreeSink::new(Html::new_document()),
+        depth: RefCell::new(HashMap::new()),
+        nodes: Cell::new(0),
+        deepest: Cell::new(0),
+    };
+    let mut parser = html5ever::parse_document(sink, Default::default());
+    let mut rest = source;
+    while !rest.is_empty() {
+        let mut end = rest.len().min(CHUNK);
+        while !rest.is_char_boundary(end) {
+            end += 1;
+        }
+        parser.process(StrTendril::from_slice(&rest[..end]));
+        rest = &rest[end..];
+        let sink = &parser.tokenizer.sink.sink;
+        if sink.deepest.get() > MAX_DEPTH {
+            return Err(too_deep());
+        }
+        if sink.nodes.get() > MAX_NODES {
+            return Err(too_many());
+        }
+        budget.check()?;
+    }
+    let html = parser.finish();
+    // The depths above were counted as nodes arrived; misnested markup can move subtrees
+    // afterwards, so the finished tree is measured once more (iteratively).
+    if depth_of(&html) > MAX_DEPTH {
+        return Err(too_deep());
+    }
+    Ok(html)
+}
+
+/// The depth of the deepest node of a tree, found without recursion.
+fn depth_of(html: &Html) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for edge in html.tree.root().traverse() {
+        match edge {
+            ego_tree::iter::Edge::Open(_) => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ego_tree::iter::Edge::Close(_) => depth = depth.saturating_sub(1),
+        }
+    }
+    deepest.saturating_sub(1)
+}
+
+/// scraper's tree sink, counting each node and the depth at which it is attached.
+struct Bounded {
+    inner: HtmlTreeSink,
+    depth: RefCell<HashMap<NodeId, usize>>,
+    nodes: Cell<usize>,
+    deepest: Cell<usize>,
+}
+
+impl Bounded {
+    fn depth(&self, node: &NodeId) -> usize {
+        self.depth.borrow().get(node).copied().unwrap_or(0)
+    }
+
+    /// Records that `child` now sits at `depth`.
+    fn placed(&self, child: &NodeOrText<NodeId>, depth: usize) {
+        match child {
+            NodeOrText::AppendNode(id) => {
+                self.depth.borrow_mut().insert(*id, depth);
+                self.deepest.set(self.deepest.get().max(depth));
+            }
+            NodeOrText::AppendText(_) => self.counted(),
+        }
+    }
+
+    fn counted(&self) {
+        self.nodes.set(self.nodes.get() + 1);
+    }
+}
+
+impl TreeSink for Bounded {
+    type Handle = NodeId;
+    type Output = Html;
+    type ElemName<'a> = <HtmlTreeSink as TreeSink>::ElemName<'a>;
+
+    fn finish(self) -> Html {
+        self.inner.finish()
+    }
+
+    fn parse_error(&self, msg: Cow<'static, str>) {
+        self.inner.parse_error(msg)
+    }
+
+    fn get_document(&self) -> NodeId {
+        self.inner.get_document()
+    }
+
+    fn elem_name<'a>(&'a self, target: &'a NodeId) -> Self::ElemName<'a> {
+        self.inner.elem_name(target)
+    }
+
+    fn create_element(&self, name: QualName, attrs: Vec<Attribute>, flags: ElementFlags) -> NodeId {
+        self.counted();
+        self.inner.create_element(name, attrs, flags)
+    }
+
+    fn create_comment(&self, text: StrTendril) -> NodeId {
+        self.counted();
+        self.inner.create_comment(text)
+    }
+
+    fn create_pi(&self, target: StrTendril, data: StrTendril) -> NodeId {
+        self.counted();
+        self.inner.create_pi(target, data)
+    }
+
+    fn append(&self, parent: &NodeId, child: NodeOrText<NodeId>) {
+        self.placed(&child, self.depth(parent) + 1);
+        self.inner.append(parent, child)
+    }
+
+    fn append_based_on_parent_node(
+        &self,
+        element: &NodeId,
+        prev_element: &NodeId,
+        child: NodeOrText<NodeId>,
+    ) {
+        let depth = self.depth(element).max(self.depth(prev_element) + 1);
+        self.placed(&child, depth);
+        self.inner
+            .append_based_on_parent_node(element, prev_element, child)
+    }
+
+    fn append_doctype_to_document(
+        &self,
+        name: StrTendril,
+        public_id: StrTendril,
+        system_id: StrTendril,
+    ) {
+        self.inner
+            .append_doctype_to_document(name, public_id, system_id)
+    }
+
+    fn mark_script_already_started(&self, node: &NodeId) {
+        self.inner.mark_script_already_started(node)
+    }
+
+    fn pop(&self, node: &NodeId) {
+        self.inner.pop(node)
+    }
+
+    fn get_template_contents(&self, target: &NodeId) -> NodeId {
+        self.inner.get_template_contents(target)
+    }
+
+    fn same_node(&self, x: &NodeId, y: &NodeId) -> bool {
+        self.inner.same_node(x, y)
+    }
+
+    fn set_quirks_mode(&self, mode: QuirksMode) {
+        self.inner.set_quirks_mode(mode)
+    }
+
+    fn append_before_sibling(&self, sibling: &NodeId, new_node: NodeOrText<NodeId>) {
+        self.placed(&new_node, self.depth(sibling));
+        self.inner.append_before_sibling(sibling, new_node)
+    }
+
+    fn add_attrs_if_missing(&self, target: &NodeId, attrs: Vec<Attribute>) {
+        self.inner.add_attrs_if_missing(target, attrs)
+    }
+
+    fn associate_with_form(
+        &self,
+        target: &NodeId,
+        form: &NodeId,
+        nodes: (&NodeId, Option<&NodeId>),
+    ) {
+        self.inner.associate_with_form(target, form, nodes)
+    }
+
+    fn remove_from_parent(&self, target: &NodeId) {
+        self.inner.remove_from_parent(target)
+    }
+
+    fn reparent_children(&self, node: &NodeId, new_parent: &NodeId) {
+        self.inner.reparent_children(node, new_parent)
+    }
+
+    fn is_mathml_annotation_xml_integration_point(&self, handle: &NodeId) -> bool {
+        self.inner.is_mathml_annotation_xml_integration_point(handle)
+    }
+
+    fn set_current_line(&self, line_number: u64) {
+        self.inner.set_current_line(line_number)
+    }
+
+    fn allow_declarative_shadow_roots(&self, intended_parent: &NodeId) -> bool {
+        self.inner.allow_declarative_shadow_roots(intended_parent)
+    }
+
+    fn attach_declarative_shadow(
+        &self,
+        location: &NodeId,
+        template: &NodeId,
+        attrs: &[Attribute],
+    ) -> bool {
+        self.inner
+            .attach_declarative_shadow(location, template, attrs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn nested(open: &str, n: usize) -> String {
+        format!("<html><body>{}x", open.repeat(n))
+    }
+
+    #[test]
+    fn ordinary_pages_parse_as_before() {
+        let src = "<html><head><title>T</title></head><body><p>a<b>b</b></p><table><tr><td>c\
+                   </table></body></html>";
+        let bounded = parse(src, &Budget::unlimited()).unwrap();
+        assert_eq!(bounded.html(), Html::parse_document(src).html());
+        let deep = nested("<div>", MAX_DEPTH - 10);
+        assert!(parse(&deep, &Budget::unlimited()).is_ok());
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_quickly() {
+        for open in ["<div>", "<span>", "<b>", "<blockquote>", "<ul><li>", "<table><tr><td>"] {
+            for n in [20_000, 100_000] {
+                let t = Instant::now();
+                let r = parse(&nested(open, n), &Budget::unlimited());
+                assert!(
+                    matches!(r, Err(Exceeded::TooComplex(_))),
+                    "{open} x {n} was not refused"
+                );
+                assert!(t.elapsed() < Duration::from_secs(2), "{open} x {n}: {:?}", t.elapsed());
+            }
+        }
+    }
+
+    #[test]
+    fn too_many_nodes_are_refused() {
+        let src = format!("<html><body>{}", "<i></i>".repeat(MAX_NODES + 10));
+        assert!(matches!(
+            parse(&src, &Budget::unlimited()),
+            Err(Exceeded::TooComplex(_))
+        ));
+    }
+
+    #[test]
+    fn the_deadline_stops_a_parse() {
+        let budget = Budget::new(Duration::ZERO);
+        let src = format!("<html><body>{}", "<p>text ".repeat(10_000));
+        assert!(matches!(parse(&src, &budget), Err(Exceeded::Time(_))));
+    }
+}

@@ -1,0 +1,262 @@
+//! The text of a PDF's pages, within bounds. A small PDF can inflate to gigabytes (a page stream
+//! of 255 MiB of text operators, or 200 pages that share it) and load millions of objects, so:
+//! loading stops at [`MAX_OBJECTS`] objects or the budget's deadline, each stream inflates to at
+//! most [`MAX_STREAM`] bytes, the page contents of a document to [`MAX_DECODED`] bytes in all and
+//! [`MAX_OPERATORS`] content operators, and the text kept to [`MAX_TEXT`] bytes.
+
+use super::budget::{Budget, Exceeded};
+use lopdf::{Document, LoadOptions, Object, ObjectId};
+use std::cell::Cell;
+use std::time::Instant;
+
+/// Most bytes one stream may inflate to.
+pub const MAX_STREAM: usize = 16 * 1024 * 1024;
+/// Most bytes the page contents of one document may inflate to, all pages together.
+pub const MAX_DECODED: usize = 64 * 1024 * 1024;
+/// Most content operators read from one document.
+pub const MAX_OPERATORS: usize = 2_000_000;
+/// Most objects loaded from one document.
+pub const MAX_OBJECTS: usize = 500_000;
+/// Most text kept from one document.
+pub const MAX_TEXT: usize = 32 * 1024 * 1024;
+
+/// Why a PDF yields no text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PdfError {
+    /// It is not a PDF this reader understands.
+    #[error("the PDF cannot be read: {0}")]
+    Unreadable(String),
+    #[error(transparent)]
+    Exceeded(#[from] Exceeded),
+}
+
+/// What the object filter of the load running on this thread may still take.
+#[derive(Clone, Copy)]
+struct Loading {
+    deadline: Instant,
+    objects_left: usize,
+    over: Option<Over>,
+}
+
+#[derive(Clone, Copy)]
+enum Over {
+    Time,
+    Objects,
+}
+
+thread_local! {
+    static LOADING: Cell<Option<Loading>> = const { Cell::new(None) };
+}
+
+/// lopdf's per-object load filter: keeps objects while the load is within its bounds, and
+/// drops every later one (an object stream dropped is never inflated) once it is not.
+fn keep(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)> {
+    LOADING.with(|cell| {
+        let mut state = cell.get()?;
+        if state.over.is_none() {
+            if Instant::now() >= state.deadline {
+                state.over = Some(Over::Time);
+            } else if state.objects_left == 0 {
+                state.over = Some(Over::Objects);
+            } else {
+                state.objects_left -= 1;
+            }
+        }
+        cell.set(Some(state));
+        state
+            .over
+            .is_none()
+            .then(|| (id, std::mem::replace(object, Object::Null)))
+    })
+}
+
+/// Loads a document within the object cap and the budget.
+fn load(bytes: &[u8], budget: &Budget) -> Result<Document, PdfError> {
+    LOADING.with(|c| {
+        c.set(Some(Loading {
+            deadline: Instant::now() + budget.remaining(),
+            objects_left: MAX_OBJECTS,
+            over: None,
+        }))
+    });
+    let options = LoadOptions {
+        filter: Some(keep),
+        max_decompressed_size: Some(MAX_STREAM),
+        ..LoadOptions::default()
+    };
+    let loaded = Document::load_mem_with_options(bytes, options);
+    let state = LOADING.with(|c| c.take());
+    match state.and_then(|s| s.over) {
+        Some(Over::Time) => return Err(budget.timeout().into()),
+        Some(Over::Objects) => {
+            return Err(Exceeded::TooComplex(format!(
+                "the PDF has more than {MAX_OBJECTS} objects"
+            ))
+            .into())
+        }
+        None => {}
+    }
+    loaded.map_err(|e| match e {
+        lopdf::Error::Decompress(lopdf::DecompressError::MemoryLimitExceeded { .. }) => {
+            too_large_stream().into()
+        }
+        e => PdfError::Unreadable(e.to_string()),
+    })
+}
+
+fn too_large_stream() -> Exceeded {
+    Exceeded::TooLarge(format!(
+        "a stream of the PDF inflates to more than {} MiB",
+        MAX_STREAM >> 20
+    ))
+}
+
+/// The text of each page, in page order.
+pub fn page_texts(bytes: &[u8], budget: &Budget) -> Result<Vec<String>, PdfError> {
+    let doc = load(bytes, budget)?;
+    let mut decoded = 0usize;
+    let mut operators = 0usize;
+    let mut kept = 0usize;
+    let mut pages = Vec::new();
+    for (number, id) in doc.get_pages() {
+        budget.check()?;
+        let left = MAX_DECODED.saturating_sub(decoded).min(MAX_STREAM);
+        let content = doc
+            .get_page_content_with_limit(id, left)
+            .map_err(|_| too_large_content())?;
+        decoded += content.len();
+        operators += count_operators(&content, MAX_OPERATORS - operators);
+        if operators > MAX_OPERATORS {
+            return Err(Exceeded::TooComplex(format!(
+                "the PDF has more than {MAX_OPERATORS} content operators"
+            ))
+            .into());
+        }
+        budget.check()?;
+        // The page's content was measured above; its text is read within the same bound.
+        let text = doc
+            .extract_text_with_limit(&[number], left.max(1))
+            .unwrap_or_default();
+        let text = text.trim().to_string();
+        kept += text.len();
+        if kept > MAX_TEXT {
+            return Err(Exceeded::TooLarge(format!(
+                "the PDF's text is longer than {} MiB",
+                MAX_TEXT >> 20
+            ))
+            .into());
+        }
+        pages.push(text);
+    }
+    Ok(pages)
+}
+
+fn too_large_content() -> Exceeded {
+    Exceeded::TooLarge(format!(
+        "the PDF's page contents inflate to more than {} MiB",
+        MAX_DECODED >> 20
+    ))
+}
+
+fn is_delimiter(b: u8) -> bool {
+    matches!(b, b'(' | b')' | b'<' | b'>' | b'[' | b']' | b'{' | b'}' | b'/' | b'%')
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'\x0c' | b'\0')
+}
+
+/// Counts the operators of a content stream (stopping once past `cap`) without building them:
+/// strings, names, numbers, arrays and dictionaries are operands; any other word is an
+/// operator. Inline image data (`ID` ... `EI`) is skipped.
+fn count_operators(content: &[u8], cap: usize) -> usize {
+    let (mut i, mut n) = (0, 0);
+    let len = content.len();
+    while i < len && n <= cap {
+        let b = content[i];
+        if is_space(b) || matches!(b, b'[' | b']' | b'{' | b'}') {
+            i += 1;
+        } else if b == b'%' {
+            while i < len && !matches!(content[i], b'\r' | b'\n') {
+                i += 1;
+            }
+        } else if b == b'(' {
+            let mut depth = 0usize;
+            while i < len {
+                match content[i] {
+                    b'\\' => i += 1,
+                    b'(' => depth += 1,
+                    b')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            i += 1;
+        } else if b == b'<' || b == b'>' {
+            // `<<` and `>>` delimit dictionaries; a single `<` opens a hex string.
+            if b == b'<' && content.get(i + 1) != Some(&b'<') {
+                while i < len && content[i] != b'>' {
+                    i += 1;
+                }
+            }
+            i += if content.get(i + 1) == Some(&b) { 2 } else { 1 };
+        } else {
+            let start = i;
+            i += 1;
+            while i < len && !is_space(content[i]) && !is_delimiter(content[i]) {
+                i += 1;
+            }
+            let word = &content[start..i];
+            let operand = b == b'/'
+                || b == b')'
+                || word
+                    .iter()
+                    .all(|c| c.is_ascii_digit() || matches!(c, b'+' | b'-' | b'.'))
+                || word == b"true"
+                || word == b"false"
+                || word == b"null";
+            if !operand {
+                n += 1;
+                if word == b"ID" {
+                    i = end_of_inline_image(content, i);
+                }
+            }
+        }
+    }
+    n
+}
+
+/// Where the data of an inline image that starts at `from` ends: after its `EI`.
+fn end_of_inline_image(content: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while i + 2 <= content.len() {
+        if &content[i..i + 2] == b"EI"
+            && i > 0
+            && is_space(content[i - 1])
+            && content.get(i + 2).is_none_or(|&c| is_space(c))
+        {
+            return i + 2;
+        }
+        i += 1;
+    }
+    content.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operators_are_counted_not_operands() {
+        let content = b"BT /F1 12 Tf 72 712 Td (Hello (nested) \\) world) Tj [(a) -20 (b)] TJ ET \
+                        q 1 0 0 1 0 0 cm BI /W 1 /H 1 ID \x00EI\xff EI Q % a comment Tj\n<</A 1>> BDC EMC";
+        // BT Tf Td Tj TJ ET q cm BI ID Q BDC EMC
+        assert_eq!(count_operators(content, usize::MAX), 13);
+        assert_eq!(count_operators(b"q Q q Q q Q", 2), 3);
+    }
+}
