@@ -31,8 +31,11 @@ pub enum Route {
     Drip(Duration),
     /// 200 `text/html`, chunked, with no length, never ending.
     Endless,
-    /// 429 with `Retry-After` for the first `n` requests, then the inner route.
+    /// 429 with `Retry-After` (in seconds) for the first `n` requests, then the inner route.
     BusyFirst(usize, u64, Box<Route>),
+    /// 503 with `Retry-After` as an HTTP date this long after the request, for the first `n`
+    /// requests, then the inner route.
+    BusyUntil(usize, Duration, Box<Route>),
 }
 
 impl Route {
@@ -88,6 +91,14 @@ pub struct Hit {
     pub path: String,
     pub at: Instant,
     pub user_agent: String,
+    pub headers: axum::http::HeaderMap,
+}
+
+impl Hit {
+    /// A request header's value, when it was sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
 }
 
 type Dynamic = Arc<dyn Fn(&str, Option<&str>) -> Option<Route> + Send + Sync>;
@@ -184,6 +195,7 @@ async fn serve(State(state): State<Arc<SiteState>>, req: Request<Body>) -> Respo
             path: full,
             at: Instant::now(),
             user_agent,
+            headers: req.headers().clone(),
         });
         previous
     };
@@ -266,6 +278,22 @@ fn respond(
                     Response::builder()
                         .status(StatusCode::TOO_MANY_REQUESTS)
                         .header("retry-after", retry_after.to_string())
+                        .body(Body::empty())
+                        .unwrap_or_default()
+                } else {
+                    respond(*inner, previous).await
+                }
+            }
+            Route::BusyUntil(n, wait, inner) => {
+                if previous < n {
+                    let at =
+                        chrono::Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+                    Response::builder()
+                        .status(StatusCode::SERVICE_UNAVAILABLE)
+                        .header(
+                            "retry-after",
+                            at.format("%a, %d %b %Y %H:%M:%S GMT").to_string(),
+                        )
                         .body(Body::empty())
                         .unwrap_or_default()
                 } else {

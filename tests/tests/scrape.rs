@@ -3,6 +3,7 @@
 use e2e::{Route, Serve, Site};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -273,6 +274,90 @@ async fn busy_server_is_retried_after_retry_after() {
     assert!(logs
         .iter()
         .any(|e| e["message"].as_str().unwrap().contains("answered 429")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_after_date_is_honoured() {
+    let page = Route::Html("<p>back</p>".into());
+    let site = Site::start(site_routes(vec![(
+        "/busy",
+        Route::BusyUntil(1, Duration::from_secs(4), Box::new(page)),
+    )]))
+    .await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let job = scrape(&api, json!({"url": site.url("/busy")})).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    let times: Vec<Instant> = site
+        .hits()
+        .into_iter()
+        .filter(|h| h.path == "/busy")
+        .map(|h| h.at)
+        .collect();
+    assert_eq!(times.len(), 2);
+    // The date is 4 s ahead, to the second: without it the service would wait its own 2 s.
+    let gap = times[1] - times[0];
+    assert!(gap >= Duration::from_millis(2900), "gap {gap:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn credentials_never_follow_a_redirect_to_another_origin() {
+    // S10. `other` is another origin (another port); it bounces `/bounce` back to `site`.
+    let back = Arc::new(Mutex::new(String::new()));
+    let target = back.clone();
+    let other = Site::start_with(
+        site_routes(vec![("/landing", Route::Html("<p>elsewhere</p>".into()))]),
+        Some(Arc::new(move |path: &str, _: Option<&str>| {
+            (path == "/bounce").then(|| Route::Redirect(target.lock().unwrap().clone()))
+        })),
+    )
+    .await;
+    let site = Site::start(site_routes(vec![
+        ("/away", Route::Redirect(other.url("/landing"))),
+        ("/round", Route::Redirect(other.url("/bounce"))),
+        ("/stay", Route::Redirect("/home".into())),
+        ("/home", Route::Html("<p>home</p>".into())),
+    ]))
+    .await;
+    *back.lock().unwrap() = site.url("/home");
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let headers = json!({"Authorization": "Bearer s3cret", "Cookie": "session=1", "X-Trace": "t1"});
+    for path in ["/away", "/round", "/stay"] {
+        let job = scrape(&api, json!({"url": site.url(path), "headers": headers})).await;
+        assert_eq!(job["status"], "completed", "{path}: {job}");
+    }
+    let carries = |h: &e2e::fixture::Hit| {
+        ["authorization", "cookie"]
+            .iter()
+            .map(|n| h.header(n).is_some())
+            .collect::<Vec<_>>()
+    };
+    // The requested origin gets them, on its first hop and on a same-origin redirect.
+    let away = site.hits().into_iter().find(|h| h.path == "/away").unwrap();
+    assert_eq!(carries(&away), [true, true]);
+    // Another origin never does, and neither does the original origin once a redirect left it.
+    for hit in other.hits() {
+        assert_eq!(carries(&hit), [false, false], "{}", hit.path);
+        assert_eq!(hit.header("x-trace"), Some("t1"));
+    }
+    // The scrapes ran in order: /round's hop back home, then /stay's.
+    let homes: Vec<_> = site
+        .hits()
+        .into_iter()
+        .filter(|h| h.path == "/home")
+        .collect();
+    assert_eq!(homes.len(), 2);
+    assert_eq!(
+        carries(&homes[0]),
+        [false, false],
+        "/round came back via another origin"
+    );
+    assert_eq!(
+        carries(&homes[1]),
+        [true, true],
+        "/stay -> /home keeps them"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -371,7 +371,10 @@ pub(crate) async fn run_check(
             return Ok(Some(Produced::page(&req.url, Err(failure))));
         }
     };
-    let markdown = built.doc["markdown"].as_str().unwrap_or_default().to_string();
+    let markdown = built.doc["markdown"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let snapshot = app
         .work
         .run(app.config.work_limit, move |_| {
@@ -414,11 +417,7 @@ pub(crate) async fn run_check(
                 .await;
             let diff = match diff {
                 Ok(d) => d,
-                Err(e) => {
-                    return Ok(Some(
-                        checked_out(app, req, job, now, e).await?,
-                    ))
-                }
+                Err(e) => return Ok(Some(checked_out(app, req, job, now, e).await?)),
             };
             let payload = json!({
                 "type": "monitor.changed",

@@ -401,6 +401,7 @@ pub(crate) async fn fetch_page(
             "invalid URL",
         ))));
     };
+    let mut crawl_delay = None;
     if respect_robots {
         let robots = robots_for(app, rt, &url, logs).await;
         if let Robots::Unreachable(e) = robots.as_ref() {
@@ -412,6 +413,7 @@ pub(crate) async fn fetch_page(
                 "robots.txt does not allow this page",
             ))));
         }
+        crawl_delay = robots.crawl_delay();
     }
     let host = app.runtime.host(url.host_str().unwrap_or_default());
     let Some(_permit) = app.runtime.acquire(rt, &host).await else {
@@ -424,7 +426,10 @@ pub(crate) async fn fetch_page(
     }
     // The job's pacing comes last, so `delay_ms` separates the requests themselves; a cancel
     // that this process handles meanwhile still stops the fetch.
-    if !rt.pace().await {
+    if !rt
+        .pace(&url.origin().ascii_serialization(), crawl_delay)
+        .await
+    {
         return Ok(None);
     }
     let fetched = if opts.render {

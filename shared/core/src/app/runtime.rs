@@ -28,6 +28,8 @@ pub(crate) struct JobRuntime {
     permits: Arc<Semaphore>,
     delay: Duration,
     next_start: Mutex<Instant>,
+    /// When the next fetch from an origin with a `Crawl-delay` may start.
+    origin_next: Mutex<HashMap<String, Instant>>,
     last_renewal: Mutex<Option<Instant>>,
     cancelled: AtomicBool,
 }
@@ -74,6 +76,7 @@ impl Runtime {
                     permits: Arc::new(Semaphore::new(max_concurrency.max(1))),
                     delay,
                     next_start: Mutex::new(Instant::now()),
+                    origin_next: Mutex::new(HashMap::new()),
                     last_renewal: Mutex::new(None),
                     cancelled: AtomicBool::new(false),
                 })
@@ -126,18 +129,23 @@ impl HostGate {
 }
 
 impl JobRuntime {
-    /// Waits for this fetch's turn under the job's `delay_ms`; false when the job ended in
-    /// this process meanwhile.
-    pub(crate) async fn pace(&self) -> bool {
+    /// Waits for this fetch's turn under the job's `delay_ms` and the `Crawl-delay` of the
+    /// page's origin; false when the job ended in this process meanwhile.
+    pub(crate) async fn pace(&self, origin: &str, crawl_delay: Option<Duration>) -> bool {
+        let now = Instant::now();
+        let mut start = now;
         if !self.delay.is_zero() {
-            let start = {
-                let mut next = lock(&self.next_start);
-                let start = (*next).max(Instant::now());
-                *next = start + self.delay;
-                start
-            };
-            tokio::time::sleep_until(start).await;
+            let mut next = lock(&self.next_start);
+            start = (*next).max(now);
+            *next = start + self.delay;
         }
+        if let Some(delay) = crawl_delay {
+            let mut origins = lock(&self.origin_next);
+            let next = origins.entry(origin.to_string()).or_insert(now);
+            start = start.max(*next);
+            *next = start + delay;
+        }
+        tokio::time::sleep_until(start).await;
         !self.cancelled.load(Ordering::SeqCst)
     }
 

@@ -231,12 +231,7 @@ fn extract(
 }
 
 /// Text and Markdown of a PDF's pages.
-fn pdf(
-    req: &UploadRequest,
-    name: &str,
-    bytes: &[u8],
-    budget: &Budget,
-) -> Result<Value, JobError> {
+fn pdf(req: &UploadRequest, name: &str, bytes: &[u8], budget: &Budget) -> Result<Value, JobError> {
     use crate::domain::Format;
     let pages = page_texts(bytes, budget).map_err(|e| match e {
         PdfError::Unreadable(_) => JobError::new(ErrorCode::UnsupportedContent, e.to_string()),

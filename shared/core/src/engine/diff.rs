@@ -61,8 +61,14 @@ mod tests {
     #[test]
     fn small_diffs_are_plain_unified_diffs() {
         let d = unified("a\nb\nc\n", "a\nB\nc\n", &Budget::unlimited()).unwrap();
-        assert_eq!(d, "--- previous\n+++ current\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n");
-        assert_eq!(unified("same\n", "same\n", &Budget::unlimited()).unwrap(), "");
+        assert_eq!(
+            d,
+            "--- previous\n+++ current\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+        );
+        assert_eq!(
+            unified("same\n", "same\n", &Budget::unlimited()).unwrap(),
+            ""
+        );
     }
 
     #[test]

@@ -189,6 +189,9 @@ impl Fetcher {
     ) -> Result<Fetched, FetchError> {
         let mut current = url.clone();
         let mut hops = 0;
+        // S10: credentials go to the requested origin only; once a redirect leaves it they are
+        // dropped for good, as browsers do.
+        let mut credentials = true;
         loop {
             if !matches!(current.scheme(), "http" | "https") {
                 return Err(FetchError::BadRedirect);
@@ -197,8 +200,11 @@ impl Fetcher {
                 .check_url(&current)
                 .map_err(|_| FetchError::Blocked)?;
             let mut req = self.client.get(current.clone());
+            credentials &= current.origin() == url.origin();
             for (k, v) in headers {
-                req = req.header(k, v);
+                if credentials || !is_credential(k) {
+                    req = req.header(k, v);
+                }
             }
             let mut resp = req.send().await.map_err(classify)?;
             let status = resp.status();
@@ -223,8 +229,7 @@ impl Fetcher {
                 .headers()
                 .get(http::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
+                .and_then(|v| retry_after(v, chrono::Utc::now()));
             let cap = self.config.max_body_bytes;
             let mut body = BytesMut::new();
             while let Some(chunk) = resp.chunk().await.map_err(classify)? {
@@ -245,6 +250,27 @@ impl Fetcher {
     }
 }
 
+/// Request headers that carry credentials (S10).
+fn is_credential(name: &str) -> bool {
+    ["authorization", "cookie", "proxy-authorization"]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
+/// A `Retry-After` value: seconds, or an HTTP date (a date in the past means now).
+pub fn retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    Some(
+        (at.with_timezone(&chrono::Utc) - now)
+            .to_std()
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
 fn classify(e: reqwest::Error) -> FetchError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
     while let Some(s) = source {
@@ -258,4 +284,28 @@ fn classify(e: reqwest::Error) -> FetchError {
     }
     tracing::debug!(error = %e, "fetch failed");
     FetchError::Failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_takes_seconds_and_http_dates() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(retry_after(" 7 ", now), Some(Duration::from_secs(7)));
+        assert_eq!(
+            retry_after("Mon, 30 Nov 2026 12:00:09 GMT", now),
+            Some(Duration::from_secs(9))
+        );
+        assert_eq!(
+            retry_after("Mon, 30 Nov 2026 11:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after("soon", now), None);
+        assert!(is_credential("Cookie") && is_credential("AUTHORIZATION"));
+        assert!(!is_credential("x-api-key"));
+    }
 }

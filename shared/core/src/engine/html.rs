@@ -220,7 +220,8 @@ impl TreeSink for Bounded {
     }
 
     fn is_mathml_annotation_xml_integration_point(&self, handle: &NodeId) -> bool {
-        self.inner.is_mathml_annotation_xml_integration_point(handle)
+        self.inner
+            .is_mathml_annotation_xml_integration_point(handle)
     }
 
     fn set_current_line(&self, line_number: u64) {
@@ -263,7 +264,14 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_refused_quickly() {
-        for open in ["<div>", "<span>", "<b>", "<blockquote>", "<ul><li>", "<table><tr><td>"] {
+        for open in [
+            "<div>",
+            "<span>",
+            "<b>",
+            "<blockquote>",
+            "<ul><li>",
+            "<table><tr><td>",
+        ] {
             for n in [20_000, 100_000] {
                 let t = Instant::now();
                 let r = parse(&nested(open, n), &Budget::unlimited());
@@ -271,7 +279,11 @@ mod tests {
                     matches!(r, Err(Exceeded::TooComplex(_))),
                     "{open} x {n} was not refused"
                 );
-                assert!(t.elapsed() < Duration::from_secs(2), "{open} x {n}: {:?}", t.elapsed());
+                assert!(
+                    t.elapsed() < Duration::from_secs(2),
+                    "{open} x {n}: {:?}",
+                    t.elapsed()
+                );
             }
         }
     }

@@ -161,9 +161,7 @@ mod tests {
             }
         }
         let pool = WorkPool::new(1);
-        let r = pool
-            .run(Duration::from_secs(5), |_| Ok(down(50_000)))
-            .await;
+        let r = pool.run(Duration::from_secs(5), |_| Ok(down(50_000))).await;
         assert_eq!(r, Ok(50_256));
     }
 }

@@ -9,6 +9,8 @@ use url::Url;
 
 /// The product token matched against `User-agent` lines.
 pub const ROBOTS_AGENT: &str = "SarvCrawl";
+/// Longest `Crawl-delay` honoured.
+pub const MAX_CRAWL_DELAY: Duration = Duration::from_secs(30);
 
 /// What one origin's robots.txt allows.
 pub enum Robots {
@@ -32,6 +34,17 @@ impl Robots {
         }
     }
 
+    /// The `Crawl-delay` that applies to us, at most [`MAX_CRAWL_DELAY`].
+    pub fn crawl_delay(&self) -> Option<Duration> {
+        match self {
+            Robots::Rules(r) => r
+                .delay
+                .filter(|d| d.is_finite() && *d > 0.0)
+                .map(|d| Duration::from_secs_f32(d.min(MAX_CRAWL_DELAY.as_secs_f32()))),
+            _ => None,
+        }
+    }
+
     /// Sitemaps the file lists.
     pub fn sitemaps(&self) -> Vec<String> {
         match self {
@@ -46,7 +59,13 @@ impl Robots {
             Robots::AllowAll => "no robots.txt rules apply: all allowed".into(),
             Robots::DisallowAll { why } => format!("robots.txt {why}: nothing may be fetched"),
             Robots::Unreachable(e) => format!("robots.txt could not be fetched ({e})"),
-            Robots::Rules(_) => "robots.txt rules apply".into(),
+            Robots::Rules(_) => match self.crawl_delay() {
+                Some(d) => format!(
+                    "robots.txt rules apply; Crawl-delay {} s between fetches from this origin",
+                    d.as_secs_f32()
+                ),
+                None => "robots.txt rules apply".into(),
+            },
         }
     }
 }
@@ -85,5 +104,25 @@ pub async fn fetch_robots(fetcher: &Fetcher, url: &Url) -> Robots {
             why: format!("answered {}", f.status),
         },
         Err(e) => Robots::Unreachable(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(text: &str) -> Robots {
+        Robots::Rules(Box::new(Robot::new(ROBOTS_AGENT, text.as_bytes()).unwrap()))
+    }
+
+    #[test]
+    fn crawl_delay_is_read_and_bounded() {
+        let r = rules("User-agent: *\nCrawl-delay: 2.5\nDisallow: /private\n");
+        assert_eq!(r.crawl_delay(), Some(Duration::from_millis(2500)));
+        assert!(r.describe().contains("Crawl-delay 2.5 s"));
+        let r = rules("User-agent: SarvCrawl\nCrawl-delay: 86400\n");
+        assert_eq!(r.crawl_delay(), Some(MAX_CRAWL_DELAY));
+        assert_eq!(rules("User-agent: *\nDisallow: /x\n").crawl_delay(), None);
+        assert_eq!(Robots::AllowAll.crawl_delay(), None);
     }
 }

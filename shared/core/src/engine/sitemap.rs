@@ -92,9 +92,11 @@ mod tests {
     #[test]
     fn gzipped_sitemaps_inflate_no_further_than_a_page() {
         let mut gz = GzEncoder::new(Vec::new(), Compression::best());
-        gz.write_all(b"<urlset><url><loc>https://e.com/first</loc></url>").unwrap();
+        gz.write_all(b"<urlset><url><loc>https://e.com/first</loc></url>")
+            .unwrap();
         gz.write_all(&vec![b' '; 30 << 20]).unwrap();
-        gz.write_all(b"<url><loc>https://e.com/past-the-cap</loc></url></urlset>").unwrap();
+        gz.write_all(b"<url><loc>https://e.com/past-the-cap</loc></url></urlset>")
+            .unwrap();
         assert_eq!(
             parse(&gz.finish().unwrap()),
             Sitemap::Urls(vec!["https://e.com/first".into()])

@@ -80,31 +80,31 @@ impl Walk<'_> {
         }
         let (base, meter) = (self.base, self.meter);
         let v = el.value();
-    let name = v.name();
-    out.push('<');
-    out.push_str(name);
-    for (attr, value) in v.attrs() {
-        let value = match attr {
-            "href" | "src" => match absolute(base, value) {
-                Some(u) => u.to_string(),
-                None => continue,
-            },
-            a if KEPT_ATTRS.contains(&a) => value.to_string(),
-            _ => continue,
-        };
-        out.push(' ');
-        out.push_str(attr);
-        out.push_str("=\"");
-        escape_into(out, &value, true, meter);
-        out.push('"');
-    }
-    out.push('>');
-    if VOID.contains(&name) {
-        return;
-    }
-    self.children(el, out);
-    out.push_str("</");
-    out.push_str(name);
-    out.push('>');
+        let name = v.name();
+        out.push('<');
+        out.push_str(name);
+        for (attr, value) in v.attrs() {
+            let value = match attr {
+                "href" | "src" => match absolute(base, value) {
+                    Some(u) => u.to_string(),
+                    None => continue,
+                },
+                a if KEPT_ATTRS.contains(&a) => value.to_string(),
+                _ => continue,
+            };
+            out.push(' ');
+            out.push_str(attr);
+            out.push_str("=\"");
+            escape_into(out, &value, true, meter);
+            out.push('"');
+        }
+        out.push('>');
+        if VOID.contains(&name) {
+            return;
+        }
+        self.children(el, out);
+        out.push_str("</");
+        out.push_str(name);
+        out.push('>');
     }
 }

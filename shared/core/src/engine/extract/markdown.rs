@@ -344,7 +344,10 @@ impl Renderer<'_> {
             return;
         }
         // Every row is padded to the widest: count that before building it.
-        if !self.meter.add(rows.len().saturating_mul(cols).saturating_mul(3)) {
+        if !self
+            .meter
+            .add(rows.len().saturating_mul(cols).saturating_mul(3))
+        {
             return;
         }
         let line = |r: &Vec<String>| {

@@ -130,7 +130,9 @@ fn on_pool(html: String, limit: Duration) -> Result<Extracted, Exceeded> {
         .enable_time()
         .build()
         .unwrap();
-    rt.block_on(pool.run(limit, move |b| extract_html(&html, &url, &every_format(), b)))
+    rt.block_on(pool.run(limit, move |b| {
+        extract_html(&html, &url, &every_format(), b)
+    }))
 }
 
 #[test]
@@ -153,7 +155,11 @@ fn nesting_at_the_limit_is_extracted_within_bounds() {
         let e = on_pool(html, Duration::from_secs(30)).unwrap();
         assert!(e.markdown.unwrap().contains("deep text"), "{open}");
         assert!(e.html.unwrap().contains("deep text"), "{open}");
-        assert!(t.elapsed() < Duration::from_secs(5), "{open}: {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{open}: {:?}",
+            t.elapsed()
+        );
     }
 }
 
@@ -177,14 +183,21 @@ fn output_that_grows_faster_than_its_input_is_refused() {
     let r = on_pool(html, Duration::from_secs(30));
     assert!(matches!(r, Err(Exceeded::TooLarge(_))), "{r:?}");
     // A short relative link made absolute against a long base, a million times over.
-    let html = format!("<base href=\"https://example.com/{}/\">{}", "p".repeat(2000), "<a href=?>x</a>".repeat(60_000));
+    let html = format!(
+        "<base href=\"https://example.com/{}/\">{}",
+        "p".repeat(2000),
+        "<a href=?>x</a>".repeat(60_000)
+    );
     let r = on_pool(html, Duration::from_secs(30));
     assert!(matches!(r, Err(Exceeded::TooLarge(_))), "{r:?}");
 }
 
 #[test]
 fn extraction_stops_at_its_deadline() {
-    let html = format!("<html><body>{}</body></html>", "<p>some <b>text</b></p>".repeat(50_000));
+    let html = format!(
+        "<html><body>{}</body></html>",
+        "<p>some <b>text</b></p>".repeat(50_000)
+    );
     let r = on_pool(html, Duration::from_millis(1));
     assert!(matches!(r, Err(Exceeded::Time(_))), "{r:?}");
 }
