@@ -6,7 +6,6 @@ use clap::Args;
 use ipnet::IpNet;
 use sarvcrawl_core::app::{worker, App, Config};
 use sarvcrawl_core::auth::{Auth, KeyRing, LOCAL_USER};
-use sarvcrawl_core::domain::UserId;
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
 use sarvcrawl_core::ports::{Renderer, SystemClock};
@@ -85,6 +84,19 @@ pub struct ServeArgs {
     /// Turn rendering off even when Chromium is installed (`render: true` answers 503).
     #[arg(long)]
     no_render: bool,
+
+    /// Open client connections at most (further ones are closed at once); also bounded by
+    /// the process's open-file limit, which the server raises to the system's maximum.
+    #[arg(long, env = "SARVCRAWL_MAX_CONNECTIONS", default_value_t = 4096)]
+    max_connections: usize,
+
+    /// Seconds a client has to send a request's head once it has started it.
+    #[arg(long, env = "SARVCRAWL_HEADER_TIMEOUT", default_value_t = 10)]
+    header_timeout: u64,
+
+    /// Seconds an open connection may wait for its next request.
+    #[arg(long, env = "SARVCRAWL_IDLE_TIMEOUT", default_value_t = 60)]
+    idle_timeout: u64,
 }
 
 fn load_keys(args: &ServeArgs) -> Result<KeyRing, String> {
@@ -100,25 +112,46 @@ fn load_keys(args: &ServeArgs) -> Result<KeyRing, String> {
     Ok(ring)
 }
 
+/// One rule on every backend (SECURITY.md T4): the keys of the configuration and the keys the
+/// backend keeps are checked on every request; with none at all the server is open, and then
+/// only on a loopback address.
+async fn authentication(args: &ServeArgs, backend: &backend::Backend) -> Result<Auth, String> {
+    let auth = Auth::new(load_keys(args)?, backend.keys.clone())
+        .await
+        .map_err(|e| format!("cannot read the backend's API keys: {e}"))?;
+    if !auth.is_open() {
+        let kept = if backend.keys.is_some() {
+            " and those of the backend's table"
+        } else {
+            ""
+        };
+        tracing::info!(
+            "API keys required: {} configured{kept}",
+            auth.configured_keys()
+        );
+        return Ok(auth);
+    }
+    if !args.addr.ip().is_loopback() {
+        return Err(format!(
+            "refusing to serve {} without API keys: set --api-keys-file or SARVCRAWL_API_KEYS{}, \
+             or listen on a loopback address",
+            args.addr,
+            if backend.keys.is_some() {
+                ", or add a key to the table (sarvcrawl aws add-key)"
+            } else {
+                ""
+            }
+        ));
+    }
+    tracing::warn!(
+        "no API keys anywhere: every request is user `{LOCAL_USER}`, no key needed; listening on \
+         loopback only"
+    );
+    Ok(auth)
+}
+
 /// Runs the server until Ctrl-C or SIGTERM.
 pub async fn run(args: ServeArgs) -> Result<(), String> {
-    let keys = load_keys(&args)?;
-    let auth = if keys.is_empty() {
-        if !args.addr.ip().is_loopback() && args.backend != Kind::Aws {
-            return Err(format!(
-                "refusing to serve {} without API keys: set --api-keys-file or SARVCRAWL_API_KEYS, \
-                 or listen on a loopback address",
-                args.addr
-            ));
-        }
-        tracing::warn!(
-            "no API keys configured: every request is user `{LOCAL_USER}`, no key needed (loopback only)"
-        );
-        Auth::Open(UserId(LOCAL_USER.into()))
-    } else {
-        tracing::info!(keys = keys.len(), "API keys loaded");
-        Auth::Keys(keys)
-    };
     if !args.allow_nets.is_empty() {
         let nets: Vec<String> = args.allow_nets.iter().map(ToString::to_string).collect();
         tracing::warn!(networks = %nets.join(","), "fetching from normally blocked networks is allowed");
@@ -126,6 +159,21 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
 
     let visibility = Duration::from_secs(args.visibility_timeout.max(1));
     let backend = backend::open(args.backend, &args.data_dir, visibility).await?;
+    let auth = authentication(&args, &backend).await?;
+    // Descriptors for the connections, the stores, the browser and the fetches.
+    let open_files = server::raise_open_files();
+    let limits = server::Limits {
+        max_connections: args
+            .max_connections
+            .min((open_files as usize).saturating_sub(512))
+            .max(1),
+        timeouts: server::Timeouts {
+            idle: Duration::from_secs(args.idle_timeout.max(1)),
+            header: Duration::from_secs(args.header_timeout.max(1)),
+            write_stall: Duration::from_secs(30),
+        },
+        body: Duration::from_secs(60),
+    };
     let mut fetch = FetchConfig::default();
     if let Some(ua) = &args.user_agent {
         fetch.user_agent = ua.clone();
@@ -184,18 +232,13 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     tracing::info!(
         backend = ?args.backend,
         workers,
+        max_connections = limits.max_connections,
         "SarvCrawl {} listening on http://{bound}",
         sarvcrawl_core::VERSION
     );
-    server::serve(
-        listener,
-        app,
-        Arc::new(auth),
-        backend.keys.clone(),
-        shutdown_signal(),
-    )
-    .await
-    .map_err(|e| format!("server error: {e}"))?;
+    server::serve(listener, app, Arc::new(auth), limits, shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
     let _ = stop_tx.send(true);
     let _ = worker_handle.await;
     let _ = scheduler_handle.await;

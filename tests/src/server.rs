@@ -25,7 +25,7 @@ pub fn aws_backend() -> bool {
 }
 
 /// Creates fresh AWS resources for one server and returns their `SARVCRAWL_*` variables.
-fn bootstrap_aws() -> Vec<(String, String)> {
+pub fn bootstrap_aws() -> Vec<(String, String)> {
     static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let nanos = std::time::SystemTime::now()
@@ -60,6 +60,8 @@ pub struct Serve {
     args: Vec<String>,
     envs: Vec<(String, String)>,
     addr_file: PathBuf,
+    /// The address to listen on.
+    listen: String,
 }
 
 impl Serve {
@@ -68,30 +70,45 @@ impl Serve {
         Serve::with(&["--allow-net", "127.0.0.1/32"], &[])
     }
 
-    /// Starts a server with extra arguments and environment variables.
+    /// Starts a server with extra arguments and environment variables, on the backend the
+    /// suite runs against.
     pub fn with(args: &[&str], envs: &[(&str, &str)]) -> Serve {
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let data_dir = tmp.path().join("data");
-        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let mut envs: Vec<(String, String)> = envs
+        let envs: Vec<(String, String)> = envs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         if aws_backend() {
-            args.extend(["--backend".to_string(), "aws".to_string()]);
-            if !args.iter().any(|a| a == "--visibility-timeout") {
-                args.extend(["--visibility-timeout".to_string(), "30".to_string()]);
-            }
+            Serve::on_aws("127.0.0.1:0", args, envs)
+        } else {
+            Serve::spawned("127.0.0.1:0", args, envs)
+        }
+    }
+
+    /// Starts a server on the AWS backend (fresh resources on the emulator) whatever the suite
+    /// runs against, listening on `listen`; `envs` may name the resources to use.
+    pub fn on_aws(listen: &str, args: &[&str], mut envs: Vec<(String, String)>) -> Serve {
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend(["--backend", "aws"]);
+        if !args.contains(&"--visibility-timeout") {
+            args.extend(["--visibility-timeout", "30"]);
+        }
+        if !envs.iter().any(|(k, _)| k == "SARVCRAWL_TABLE") {
             envs.extend(bootstrap_aws());
         }
+        Serve::spawned(listen, &args, envs)
+    }
+
+    fn spawned(listen: &str, args: &[&str], envs: Vec<(String, String)>) -> Serve {
+        let tmp = tempfile::tempdir().expect("temp dir");
         let mut s = Serve {
             child: None,
             base: String::new(),
             addr_file: tmp.path().join("addr"),
-            data_dir,
+            data_dir: tmp.path().join("data"),
             _tmp: Some(tmp),
-            args,
+            args: args.iter().map(|s| s.to_string()).collect(),
             envs,
+            listen: listen.to_string(),
         };
         s.spawn();
         s
@@ -104,7 +121,7 @@ impl Serve {
         let mut cmd = Command::new(binary());
         cmd.arg("serve")
             .arg("--addr")
-            .arg("127.0.0.1:0")
+            .arg(&self.listen)
             .arg("--addr-file")
             .arg(&self.addr_file)
             .arg("--data-dir")
@@ -124,7 +141,9 @@ impl Serve {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok(addr) = std::fs::read_to_string(&self.addr_file) {
-                self.base = format!("http://{}", addr.trim());
+                // A server on every address is reached on loopback.
+                let addr = addr.trim().replace("0.0.0.0:", "127.0.0.1:");
+                self.base = format!("http://{addr}");
                 return;
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
@@ -133,6 +152,29 @@ impl Serve {
             std::thread::sleep(Duration::from_millis(25));
         }
         panic!("sarvcrawl serve did not start listening");
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the server process is still running (the same process since it started).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)))
+    }
+
+    /// The server's peak resident memory so far, in KiB (`VmHWM`).
+    pub fn peak_rss_kib(&self) -> u64 {
+        let Some(pid) = self.pid() else { return 0 };
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            })
+            .unwrap_or(0)
     }
 
     /// Kills the server at once (SIGKILL): nothing gets to shut down cleanly.
@@ -176,7 +218,8 @@ impl Serve {
         }
     }
 
-    fn env(&self, name: &str) -> String {
+    /// The value of one of the server's environment variables (empty when unset).
+    pub fn env(&self, name: &str) -> String {
         self.envs
             .iter()
             .rev()

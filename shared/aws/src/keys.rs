@@ -1,4 +1,6 @@
-//! API keys in DynamoDB: only the SHA-256 digest is stored, under `KEY#<hex digest>`.
+//! API keys in DynamoDB: only the SHA-256 digest is stored, under `KEY#<hex digest>`. A marker
+//! item (`KEYS`) records that the table holds keys, so a server can tell at once whether it
+//! must ask for them.
 
 use crate::dynamo::{get_s, key, s, sdk};
 use sarvcrawl_core::auth::key_digest;
@@ -11,6 +13,9 @@ pub struct KeyStore {
     client: aws_sdk_dynamodb::Client,
     table: String,
 }
+
+/// The key of the item that says the table holds keys.
+const MARKER: &str = "KEYS";
 
 fn key_pk(api_key: &str) -> String {
     let hex: String = key_digest(api_key)
@@ -28,8 +33,15 @@ impl KeyStore {
         }
     }
 
-    /// Stores a key's digest for `user`.
+    /// Stores a key's digest for `user` (and the marker that keys exist).
     pub async fn add(&self, user: &UserId, api_key: &str) -> StoreResult<()> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(key(MARKER.into(), MARKER.into())))
+            .send()
+            .await
+            .map_err(sdk)?;
         let mut item = key(key_pk(api_key), "KEY".into());
         item.insert("user_id".into(), s(user.as_str()));
         item.insert("created_at".into(), s(chrono::Utc::now().to_rfc3339()));
@@ -60,6 +72,19 @@ impl KeyDirectory for KeyStore {
             .as_ref()
             .and_then(|i| get_s(i, "user_id"))
             .map(|u| UserId(u.to_string())))
+    }
+
+    async fn has_keys(&self) -> StoreResult<bool> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(MARKER.into(), MARKER.into())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(out.item.is_some())
     }
 }
 

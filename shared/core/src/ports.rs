@@ -414,6 +414,8 @@ pub trait BlobStore: Send + Sync {
 pub trait KeyDirectory: Send + Sync {
     /// The user a presented key belongs to.
     async fn user_of(&self, api_key: &str) -> StoreResult<Option<UserId>>;
+    /// Whether any key has ever been stored.
+    async fn has_keys(&self) -> StoreResult<bool>;
 }
 
 /// Monitors, each written whole and only over the version it was read at (optimistic
