@@ -98,6 +98,11 @@ impl Serve {
         Serve::spawned(listen, &args, envs)
     }
 
+    /// Starts a server on the local backend whatever the suite runs against.
+    pub fn on_local(args: &[&str]) -> Serve {
+        Serve::spawned("127.0.0.1:0", args, Vec::new())
+    }
+
     fn spawned(listen: &str, args: &[&str], envs: Vec<(String, String)>) -> Serve {
         let tmp = tempfile::tempdir().expect("temp dir");
         let mut s = Serve {
@@ -189,6 +194,23 @@ impl Serve {
     /// take the new `base`).
     pub fn restart(&mut self) {
         self.kill();
+        self.spawn();
+    }
+
+    /// Stops the server as an operator would (SIGTERM), waits for it to exit, and starts it
+    /// again.
+    pub fn restart_gracefully(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         self.spawn();
     }
 

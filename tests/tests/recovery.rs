@@ -1,5 +1,6 @@
-//! Recovery (SECURITY.md I4, I5): a server killed mid-crawl loses nothing, and a task that
-//! always fails ends its job instead of blocking the user's slot.
+//! Recovery (SECURITY.md I4, I5): a server killed mid-crawl loses nothing, a task that always
+//! fails ends its job instead of blocking the user's slot, and a task the server keeps dying
+//! on is not run into another crash.
 
 use e2e::{tree_paths, tree_site, Route, Serve, Site};
 use serde_json::json;
@@ -82,4 +83,62 @@ async fn a_task_that_always_fails_fails_its_job_and_frees_the_slot() {
         api.wait(&next, Duration::from_secs(30)).await["status"],
         "completed"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_the_server_died_on_twice_is_given_up() {
+    // The embedded server knows which task was running when it stopped (SQS cannot tell), so
+    // this runs on the local backend whatever the suite's backend.
+    let routes = [(
+        "/hang".to_string(),
+        Route::Slow(
+            Duration::from_secs(60),
+            Box::new(Route::Html("<p>late</p>".into())),
+        ),
+    )]
+    .into();
+    let site = Site::start(routes).await;
+    let mut serve = Serve::on_local(&["--allow-net", "127.0.0.1/32"]);
+    let id = serve
+        .api(None)
+        .submit(
+            "scrape",
+            &json!({"url": site.url("/hang"), "timeout_ms": 90000}),
+        )
+        .await;
+    for hits in 1..=2 {
+        // The page is being fetched: the server dies in the middle of the task.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while site.hits_of("/hang") < hits {
+            assert!(Instant::now() < deadline, "attempt {hits} never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        serve.restart();
+    }
+    let api = serve.api(None);
+    let job = api.wait(&id, Duration::from_secs(30)).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "INTERNAL");
+    assert_eq!(
+        job["error"]["message"],
+        "gave up: the worker stopped 2 times while processing this page"
+    );
+    assert_eq!(site.hits_of("/hang"), 2, "not fetched a third time");
+    // A server stopped on purpose (SIGTERM) hands its task back without counting it.
+    let next = api
+        .submit(
+            "scrape",
+            &json!({"url": site.url("/hang"), "timeout_ms": 90000}),
+        )
+        .await;
+    for hits in 3..=5 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while site.hits_of("/hang") < hits {
+            assert!(Instant::now() < deadline, "attempt {hits} never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        serve.restart_gracefully();
+    }
+    let job = serve.api(None).job(&next).await;
+    assert_eq!(job["status"], "running", "{job}");
 }

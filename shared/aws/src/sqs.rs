@@ -128,6 +128,7 @@ impl WorkQueue for SqsQueue {
                 Some(task) => deliveries.push(Delivery {
                     receipt: receipt.to_string(),
                     receive_count,
+                    interrupted: 0,
                     task,
                 }),
                 None => {

@@ -386,6 +386,9 @@ pub struct Delivery {
     pub receipt: String,
     /// How many times this task has been received, this time included.
     pub receive_count: u32,
+    /// How many earlier deliveries ended with their process while they ran (the process
+    /// died, or was killed, mid-task). Queues that cannot tell (SQS) say 0.
+    pub interrupted: u32,
     pub task: Task,
 }
 

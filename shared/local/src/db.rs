@@ -88,6 +88,25 @@ CREATE INDEX IF NOT EXISTS queue_by_visibility ON queue (visible_at, id);
 CREATE INDEX IF NOT EXISTS queue_by_receipt ON queue (receipt);
 "#;
 
+/// Changes to [`SCHEMA`], in order: a database at `user_version` n has the first n applied.
+const MIGRATIONS: &[&str] = &[
+    // Deliveries of a task that ended with the process (the server stopped mid-task).
+    "ALTER TABLE queue ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0",
+];
+
+/// Creates the schema and brings it up to date.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(SCHEMA)?;
+    let version: usize = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (n, change) in MIGRATIONS.iter().enumerate().skip(version) {
+        conn.execute_batch(&format!(
+            "BEGIN; {change}; PRAGMA user_version = {}; COMMIT;",
+            n + 1
+        ))?;
+    }
+    Ok(())
+}
+
 /// One writer connection and one reader connection (WAL lets reads run beside writes).
 pub(crate) struct Db {
     writer: Mutex<Connection>,
@@ -105,7 +124,7 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
 impl Db {
     pub(crate) fn open(path: &Path) -> rusqlite::Result<Self> {
         let writer = connect(path)?;
-        writer.execute_batch(SCHEMA)?;
+        migrate(&writer)?;
         let reader = connect(path)?;
         Ok(Db {
             writer: Mutex::new(writer),

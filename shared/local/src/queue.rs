@@ -30,15 +30,23 @@ impl SqliteQueue {
     }
 
     /// Makes every received-but-unacknowledged task visible again, and the pages they were
-    /// fetching free to take. Only sound while no other process works this data directory,
-    /// which its lock guarantees.
+    /// fetching free to take; a task that was being worked on when the process ended counts
+    /// that delivery as interrupted. Only sound while no other process works this data
+    /// directory, which its lock guarantees.
     pub(crate) fn release_all(&self) -> rusqlite::Result<usize> {
         self.db.write_now(|c| {
             c.execute(
                 "UPDATE nodes SET status = 'queued', lease_until = NULL WHERE status = 'running'",
                 [],
             )?;
-            c.execute("UPDATE queue SET visible_at = 0 WHERE visible_at > 0", [])
+            c.execute(
+                "UPDATE queue SET interrupted = interrupted + 1 WHERE receipt IS NOT NULL",
+                [],
+            )?;
+            c.execute(
+                "UPDATE queue SET visible_at = 0, receipt = NULL WHERE visible_at > 0",
+                [],
+            )
         })
     }
 
@@ -63,20 +71,21 @@ impl SqliteQueue {
                     .collect::<Result<_, _>>()?;
                 let mut take = tx.prepare_cached(
                     "UPDATE queue SET visible_at = ?1, receipt = ?2, receives = receives + 1
-                     WHERE id = ?3 RETURNING body, receives",
+                     WHERE id = ?3 RETURNING body, receives, interrupted",
                 )?;
                 let mut out = Vec::with_capacity(ids.len());
                 let mut broken = Vec::new();
                 for id in ids {
                     let receipt = format!("{id}:{}", ulid::Ulid::new());
-                    let (body, receives): (String, u32) = take
+                    let (body, receives, interrupted): (String, u32, u32) = take
                         .query_row(params![now + visibility, receipt, id], |r| {
-                            Ok((r.get(0)?, r.get(1)?))
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
                         })?;
                     match serde_json::from_str::<Task>(&body) {
                         Ok(task) => out.push(Delivery {
                             receipt,
                             receive_count: receives,
+                            interrupted,
                             task,
                         }),
                         Err(_) => broken.push(id),
@@ -144,10 +153,11 @@ impl WorkQueue for SqliteQueue {
 
     async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
         let (receipt, at) = (receipt.to_string(), now_ms() + delay.as_millis() as i64);
+        // The task is no longer being worked on: it waits for its next delivery.
         self.db
             .write(move |tx| {
                 tx.execute(
-                    "UPDATE queue SET visible_at = ?1 WHERE receipt = ?2",
+                    "UPDATE queue SET visible_at = ?1, receipt = NULL WHERE receipt = ?2",
                     params![at, receipt],
                 )?;
                 Ok(())

@@ -267,6 +267,46 @@ async fn reopening_releases_tasks_in_flight_and_locks_the_directory() {
     let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
     let again = local.queue.receive(1, Duration::ZERO).await.unwrap();
     assert_eq!((again.len(), again[0].receive_count), (1, 2));
+    // The delivery that ended with its process counts as interrupted; one handed back on
+    // purpose (deferred) does not.
+    assert_eq!(again[0].interrupted, 1);
+    local
+        .queue
+        .defer(&again[0].receipt, Duration::ZERO)
+        .await
+        .unwrap();
+    drop(local);
+    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
+    let third = local.queue.receive(1, Duration::ZERO).await.unwrap();
+    assert_eq!((third[0].receive_count, third[0].interrupted), (3, 1));
+    drop(local);
+    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
+    let fourth = local.queue.receive(1, Duration::ZERO).await.unwrap();
+    assert_eq!((fourth[0].receive_count, fourth[0].interrupted), (4, 2));
+}
+
+#[tokio::test]
+async fn a_database_of_the_first_schema_is_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("sarvcrawl.db")).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE queue (id INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL,
+             visible_at INTEGER NOT NULL, receipt TEXT, receives INTEGER NOT NULL DEFAULT 0);",
+        )
+        .unwrap();
+    }
+    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
+    let task = Task {
+        user_id: user("u"),
+        job_id: crawl_job(&user("u")).job_id,
+        url: "https://e.com/".into(),
+        depth: 0,
+        render: false,
+    };
+    local.queue.send(&[task]).await.unwrap();
+    let got = local.queue.receive(1, Duration::ZERO).await.unwrap();
+    assert_eq!(got[0].interrupted, 0);
 }
 
 #[tokio::test]

@@ -16,7 +16,8 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
             tracing::error!(message = %id, "dropping an unreadable dead letter");
             continue;
         };
-        let recorded = match abandon(app, &task, app.config.max_receives).await {
+        let reason = format!("gave up after {} attempts", app.config.max_receives);
+        let recorded = match abandon(app, &task, &reason).await {
             Ok(recorded) => recorded,
             Err(e) => {
                 tracing::warn!(error = %e, "dead letter not recorded; will retry");

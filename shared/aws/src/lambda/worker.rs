@@ -22,6 +22,7 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
                 .get("ApproximateReceiveCount")
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(1),
+            interrupted: 0,
             task,
         };
         (process(app, &delivery).await != Disposition::Ack).then_some(id)

@@ -47,6 +47,10 @@ impl Disposition {
     }
 }
 
+/// Deliveries of a task that may end with their process before it is given up: a task that
+/// took the server down is not run into another crash.
+const MAX_INTERRUPTED: u32 = 2;
+
 /// Tries on a page answering 429 or 503.
 const BUSY_TRIES: u32 = 3;
 /// Longest `Retry-After` honoured within one task.
@@ -151,8 +155,18 @@ pub async fn process(app: &App, d: &Delivery) -> Disposition {
 }
 
 async fn attempt(app: &App, d: &Delivery) -> Disposition {
-    if d.receive_count > app.config.max_receives {
-        return match abandon(app, &d.task, d.receive_count - 1).await {
+    let given_up = if d.interrupted >= MAX_INTERRUPTED {
+        Some(format!(
+            "gave up: the worker stopped {} times while processing this page",
+            d.interrupted
+        ))
+    } else if d.receive_count > app.config.max_receives {
+        Some(format!("gave up after {} attempts", d.receive_count - 1))
+    } else {
+        None
+    };
+    if let Some(reason) = given_up {
+        return match abandon(app, &d.task, &reason).await {
             Ok(true) => Disposition::Ack,
             Ok(false) => Disposition::Wait,
             Err(_) => Disposition::Retry,
@@ -654,21 +668,18 @@ async fn settle_cancelled(app: &App, task: &Task, status: NodeStatus) -> StoreRe
     Ok(())
 }
 
-/// Records a task that exhausted its `attempts` as a failed page, so its job can end and free
-/// its slot (I5). Used for a task received too often, and by the dead-letter queue's consumer.
-/// False, recording nothing, while another delivery still fetches the page under a live lease:
-/// try again later.
-pub async fn abandon(app: &App, task: &Task, attempts: u32) -> StoreResult<bool> {
+/// Records a task given up for `reason` as a failed page, so its job can end and free its slot
+/// (I5). Used for a task received too often or interrupted too often, and by the dead-letter
+/// queue's consumer. False, recording nothing, while another delivery still fetches the page
+/// under a live lease: try again later.
+pub async fn abandon(app: &App, task: &Task, reason: &str) -> StoreResult<bool> {
     if held(app, task).await {
         return Ok(false);
     }
     let Some(job) = app.jobs.get_job(&task.user_id, &task.job_id).await? else {
         return Ok(true);
     };
-    let error = JobError::new(
-        ErrorCode::Internal,
-        format!("gave up after {attempts} attempts"),
-    );
+    let error = JobError::new(ErrorCode::Internal, reason);
     // The failure is recorded even when its document cannot be stored: that may be the
     // very fault that made the task fail.
     let key = document_key(task);

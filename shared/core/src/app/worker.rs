@@ -4,10 +4,15 @@
 use super::process::{abandon, process, Disposition};
 use super::App;
 use crate::ports::WorkQueue;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Tasks one worker keeps in flight.
 pub const TASKS_PER_WORKER: usize = 8;
@@ -15,14 +20,28 @@ pub const TASKS_PER_WORKER: usize = 8;
 /// Runs `workers` worker loops until `shutdown` turns true. Tasks still in flight then are
 /// abandoned and come back after the queue's visibility timeout.
 pub async fn run_workers(app: Arc<App>, workers: usize, shutdown: watch::Receiver<bool>) {
+    // Receipts of the deliveries being worked on, in every loop.
+    let working: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut loops = JoinSet::new();
     for _ in 0..workers.max(1) {
-        loops.spawn(worker_loop(app.clone(), shutdown.clone()));
+        loops.spawn(worker_loop(app.clone(), shutdown.clone(), working.clone()));
     }
     while loops.join_next().await.is_some() {}
+    // A stop on purpose is not a crash: once no loop receives any more, what was being worked
+    // on is handed back to the queue at once rather than left to count as interrupted.
+    let left: Vec<String> = lock(&working).drain().collect();
+    for receipt in left {
+        if let Err(e) = app.queue.defer(&receipt, Duration::ZERO).await {
+            tracing::warn!(error = %e, "a task in flight could not be handed back");
+        }
+    }
 }
 
-async fn worker_loop(app: Arc<App>, shutdown: watch::Receiver<bool>) {
+async fn worker_loop(
+    app: Arc<App>,
+    shutdown: watch::Receiver<bool>,
+    working: Arc<Mutex<HashSet<String>>>,
+) {
     let mut inflight: JoinSet<()> = JoinSet::new();
     loop {
         while inflight.try_join_next().is_some() {}
@@ -52,13 +71,15 @@ async fn worker_loop(app: Arc<App>, shutdown: watch::Receiver<bool>) {
             }
         };
         for delivery in batch {
-            let app = app.clone();
+            let (app, working) = (app.clone(), working.clone());
+            lock(&working).insert(delivery.receipt.clone());
             inflight.spawn(async move {
                 if process(&app, &delivery).await == Disposition::Ack {
                     if let Err(e) = app.queue.ack(&delivery.receipt).await {
                         tracing::warn!(error = %e, "ack failed; the task will run again");
                     }
                 }
+                lock(&working).remove(&delivery.receipt);
             });
         }
     }
@@ -88,7 +109,8 @@ pub async fn run_dead_letters(
             }
         };
         for d in batch {
-            match abandon(&app, &d.task, app.config.max_receives).await {
+            let reason = format!("gave up after {} attempts", app.config.max_receives);
+            match abandon(&app, &d.task, &reason).await {
                 Ok(true) => {
                     if let Err(e) = dead_letters.ack(&d.receipt).await {
                         tracing::warn!(error = %e, "dead-letter ack failed");
