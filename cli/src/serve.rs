@@ -144,8 +144,8 @@ async fn authentication(args: &ServeArgs, backend: &backend::Backend) -> Result<
         ));
     }
     tracing::warn!(
-        "no API keys anywhere: every request is user `{LOCAL_USER}`, no key needed; listening on \
-         loopback only"
+        "no API keys anywhere: every request is user `{LOCAL_USER}`, no key needed (served on \
+         loopback only)"
     );
     Ok(auth)
 }

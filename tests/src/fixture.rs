@@ -383,6 +383,34 @@ impl Tap {
     }
 }
 
+/// A UDP socket that counts the datagrams it receives.
+pub struct UdpTap {
+    pub addr: SocketAddr,
+    count: Arc<AtomicUsize>,
+}
+
+impl UdpTap {
+    pub async fn bind(ip: &str) -> UdpTap {
+        let socket = tokio::net::UdpSocket::bind((ip, 0))
+            .await
+            .expect("bind udp tap");
+        let addr = socket.local_addr().expect("udp tap address");
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            while socket.recv_from(&mut buf).await.is_ok() {
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        UdpTap { addr, count }
+    }
+
+    pub fn datagrams(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+}
+
 /// One request a [`Receiver`] got.
 #[derive(Clone, Debug)]
 pub struct Received {

@@ -2,7 +2,7 @@
 //! write, `wait_for`, links that exist only in the rendered DOM, search hits rendered, and the
 //! address guard applied to every request the browser makes (SECURITY.md S9).
 
-use e2e::fixture::Tap;
+use e2e::fixture::{Tap, UdpTap};
 use e2e::{Route, Serve, Site};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -153,6 +153,53 @@ async fn a_rendered_page_reaches_no_blocked_address() {
     assert_eq!(job["error"]["code"], "BLOCKED_ADDRESS", "{job}");
 
     assert_eq!(tap.connections(), 0, "the blocked listener was reached");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rendered_page_sends_no_udp_to_a_blocked_address() {
+    // S11: STUN and TURN (over UDP and over TCP) aimed at blocked addresses.
+    let udp = UdpTap::bind("127.0.0.2").await;
+    let tcp = Tap::bind("127.0.0.2").await;
+    let udp6 = UdpTap::bind("::1").await;
+    let page = format!(
+        r#"<html><body><p>Peer</p><script>
+          const done = (why) => {{ const d = document.createElement('p'); d.id = 'done'; d.textContent = String(why); document.body.append(d); }};
+          (async () => {{
+            const pc = new RTCPeerConnection({{iceServers: [
+              {{urls: 'stun:{udp}'}}, {{urls: 'stun:[::1]:{udp6}'}},
+              {{urls: 'turn:{udp}?transport=udp', username: 'u', credential: 'p'}},
+              {{urls: 'turn:{tcp}?transport=tcp', username: 'u', credential: 'p'}}]}});
+            pc.createDataChannel('probe');
+            pc.onicecandidate = (e) => {{ if (!e.candidate) done('gathered'); }};
+            await pc.setLocalDescription(await pc.createOffer());
+            setTimeout(() => done('waited'), 4000);
+          }})().catch((e) => done('refused: ' + e));
+        </script></body></html>"#,
+        udp = udp.addr,
+        tcp = tcp.addr,
+        udp6 = udp6.addr.port(),
+    );
+    let site = Site::start(routes(vec![("/", Route::Html(page))])).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let job = scrape(
+        &api,
+        json!({"url": site.url("/"), "render": true, "wait_for": "#done", "wait_ms": 1000}),
+    )
+    .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        udp.datagrams(),
+        0,
+        "STUN/TURN over UDP reached a blocked address"
+    );
+    assert_eq!(udp6.datagrams(), 0, "STUN reached ::1");
+    assert_eq!(
+        tcp.connections(),
+        0,
+        "TURN over TCP reached a blocked address"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -346,4 +393,28 @@ fn serve_says_at_start_up_whether_it_renders() {
     assert!(off.contains("rendering (render: true) is off"), "{off}");
     let wrong = start_up_lines(&["--chromium", "/nonexistent/chromium"]);
     assert!(wrong.contains("is not an executable file"), "{wrong}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rendered_page_has_its_own_status_not_its_subresources() {
+    // Its image and favicon are missing (404); a page that is missing itself answers 404.
+    let page = r#"<html><head><title>Mine</title></head><body><p>Has a broken image</p>
+        <img src="/missing.png"><script src="/missing.js"></script></body></html>"#;
+    let site = Site::start(routes(vec![("/", Route::Html(page.into()))])).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    for wait_ms in [0, 1500] {
+        let job = scrape(
+            &api,
+            json!({"url": site.url("/"), "render": true, "wait_ms": wait_ms}),
+        )
+        .await;
+        assert_eq!(job["status"], "completed", "{job}");
+        assert_eq!(job["result"]["status_code"], 200, "{job}");
+    }
+    assert!(site.hits_of("/missing.png") > 0);
+    let gone = scrape(&api, json!({"url": site.url("/gone"), "render": true})).await;
+    assert_eq!(gone["status"], "failed", "{gone}");
+    assert_eq!(gone["error"]["code"], "HTTP_ERROR");
+    assert_eq!(gone["result"]["status_code"], 404);
 }

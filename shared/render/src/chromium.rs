@@ -10,14 +10,16 @@ use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
 use chromiumoxide::cdp::browser_protocol::network::{
-    Headers, SetBypassServiceWorkerParams, SetExtraHttpHeadersParams,
+    EventRequestWillBeSent, EventResponseReceived, Headers, ResourceType,
+    SetBypassServiceWorkerParams, SetExtraHttpHeadersParams,
 };
+use chromiumoxide::cdp::browser_protocol::page::FrameId;
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams,
 };
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use sarvcrawl_core::engine::fetch::{FetchError, Fetched};
 use sarvcrawl_core::engine::guard::AddressPolicy;
 use sarvcrawl_core::ports::{RenderRequest, Rendered, Renderer};
@@ -233,18 +235,18 @@ async fn load(
     target.browser_context_id = Some(context.clone());
     let page = browser.new_page(target).await.map_err(cdp)?;
     prepare(&page, req, user_agent).await.map_err(cdp)?;
+    let main = page.mainframe().await.map_err(cdp)?;
+    let mut responses = page
+        .event_listener::<EventResponseReceived>()
+        .await
+        .map_err(cdp)?;
+    let mut requests = page
+        .event_listener::<EventRequestWillBeSent>()
+        .await
+        .map_err(cdp)?;
     page.goto(req.url.as_str()).await.map_err(cdp)?;
-    let response = page.wait_for_navigation_response().await.ok().flatten();
-    if response
-        .as_ref()
-        .is_some_and(|r| r.redirect_chain.len() > MAX_REDIRECTS)
-    {
-        return Err(FetchError::TooManyRedirects(MAX_REDIRECTS));
-    }
-    let status = response
-        .and_then(|r| r.response.as_ref().map(|r| r.status))
-        .and_then(|s| u16::try_from(s).ok())
-        .unwrap_or(200);
+    // Waits for the load; what it reports is not the page's own response (see below).
+    let _ = page.wait_for_navigation().await;
     if let Some(selector) = req.wait_for {
         let probe = format!(
             "document.querySelector({}) !== null",
@@ -264,6 +266,27 @@ async fn load(
     }
     if req.wait_ms > 0 {
         tokio::time::sleep(Duration::from_millis(req.wait_ms)).await;
+    }
+    // The page's status and redirects are its main frame's documents', not those of whatever
+    // request of the frame finished last (a 404 favicon, an image).
+    let is_main = |frame: &Option<FrameId>| main.is_none() || frame.as_ref() == main.as_ref();
+    let mut status = 200;
+    while let Some(Some(r)) = responses.next().now_or_never() {
+        if r.r#type == ResourceType::Document && is_main(&r.frame_id) {
+            status = u16::try_from(r.response.status).unwrap_or(200);
+        }
+    }
+    let mut redirects = 0;
+    while let Some(Some(r)) = requests.next().now_or_never() {
+        if r.r#type == Some(ResourceType::Document)
+            && is_main(&r.frame_id)
+            && r.redirect_response.is_some()
+        {
+            redirects += 1;
+        }
+    }
+    if redirects > MAX_REDIRECTS {
+        return Err(FetchError::TooManyRedirects(MAX_REDIRECTS));
     }
     let html = page.content().await.map_err(cdp)?;
     if html.len() > MAX_HTML {

@@ -12,9 +12,9 @@ use tokio::process::{Child, Command};
 /// How long Chromium may take to open its DevTools endpoint.
 const START: Duration = Duration::from_secs(30);
 
-/// Flags of every browser: headless, no background traffic or updates, no GPU, and a proxy
-/// that refuses everything for any request outside the contexts the renderer creates (each of
-/// those has a proxy of its own). Renderer processes fork from Chromium's zygote, which makes
+/// Flags of every browser: headless, no background traffic or updates, no GPU, no UDP (WebRTC
+/// over proxied TCP only, no QUIC), and a proxy that refuses everything for any request outside
+/// the contexts the renderer creates (each of those has a proxy of its own). Renderer processes fork from Chromium's zygote, which makes
 /// a page's new process about a third cheaper than starting one from scratch.
 const FLAGS: &[&str] = &[
     "--headless",
@@ -37,6 +37,11 @@ const FLAGS: &[&str] = &[
     "--hide-scrollbars",
     "--password-store=basic",
     "--use-mock-keychain",
+    // S11: no UDP leaves a page. WebRTC may use proxied TCP only (the proxy checks every
+    // destination), and QUIC is off.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-quic",
     "--proxy-server=http://127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
     "--remote-debugging-port=0",
