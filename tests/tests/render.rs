@@ -418,3 +418,72 @@ async fn a_rendered_page_has_its_own_status_not_its_subresources() {
     assert_eq!(gone["error"]["code"], "HTTP_ERROR");
     assert_eq!(gone["result"]["status_code"], 404);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rendered_pages_headers_go_to_its_own_origin_only() {
+    // S10 in the browser: `other` is another origin; the page loads an image and fetches from
+    // it, and `/away` redirects there.
+    let other = Site::start(routes(vec![
+        ("/pixel.png", Route::typed("image/png", vec![0u8; 8])),
+        ("/data", Route::typed("application/json", "{}")),
+        ("/landing", Route::Html("<p>landed</p>".into())),
+    ]))
+    .await;
+    let page = format!(
+        r#"<html><body><p>Own</p><img src="{img}"><script src="/own.js"></script><script>
+          fetch('{data}').finally(() => {{ const d = document.createElement('p'); d.id = 'done'; document.body.append(d); }});
+        </script></body></html>"#,
+        img = other.url("/pixel.png"),
+        data = other.url("/data"),
+    );
+    let site = Site::start(routes(vec![
+        ("/", Route::Html(page)),
+        (
+            "/own.js",
+            Route::typed("text/javascript", "window.own = 1;"),
+        ),
+        ("/away", Route::Redirect(other.url("/landing"))),
+    ]))
+    .await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let headers = json!({"Authorization": "Bearer s3cret", "X-Trace": "t1"});
+    for (path, wait_for) in [("/", Some("#done")), ("/away", None)] {
+        let job = scrape(
+            &api,
+            json!({"url": site.url(path), "render": true, "headers": headers, "wait_for": wait_for}),
+        )
+        .await;
+        assert_eq!(job["status"], "completed", "{path}: {job}");
+    }
+    let own: Vec<_> = site
+        .hits()
+        .into_iter()
+        .filter(|h| h.path != "/robots.txt")
+        .collect();
+    assert!(own.iter().any(|h| h.path == "/own.js"));
+    for hit in &own {
+        assert_eq!(
+            hit.header("authorization"),
+            Some("Bearer s3cret"),
+            "{}",
+            hit.path
+        );
+        assert_eq!(hit.header("x-trace"), Some("t1"), "{}", hit.path);
+    }
+    let theirs: Vec<_> = other
+        .hits()
+        .into_iter()
+        .filter(|h| h.path != "/robots.txt")
+        .collect();
+    for path in ["/pixel.png", "/data", "/landing"] {
+        assert!(
+            theirs.iter().any(|h| h.path == path),
+            "{path} was not requested"
+        );
+    }
+    for hit in &theirs {
+        assert_eq!(hit.header("authorization"), None, "{}", hit.path);
+        assert_eq!(hit.header("x-trace"), None, "{}", hit.path);
+    }
+}

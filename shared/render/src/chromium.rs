@@ -9,9 +9,13 @@ use bytes::Bytes;
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
+use chromiumoxide::cdp::browser_protocol::fetch::{
+    ContinueRequestParams, EnableParams as FetchEnableParams, EventRequestPaused, HeaderEntry,
+    RequestPattern,
+};
 use chromiumoxide::cdp::browser_protocol::network::{
     EventRequestWillBeSent, EventResponseReceived, Headers, ResourceType,
-    SetBypassServiceWorkerParams, SetExtraHttpHeadersParams,
+    SetBypassServiceWorkerParams,
 };
 use chromiumoxide::cdp::browser_protocol::page::FrameId;
 use chromiumoxide::cdp::browser_protocol::target::{
@@ -234,7 +238,7 @@ async fn load(
     let mut target = CreateTargetParams::new("about:blank");
     target.browser_context_id = Some(context.clone());
     let page = browser.new_page(target).await.map_err(cdp)?;
-    prepare(&page, req, user_agent).await.map_err(cdp)?;
+    let _headers = prepare(&page, req, user_agent).await.map_err(cdp)?;
     let main = page.mainframe().await.map_err(cdp)?;
     let mut responses = page
         .event_listener::<EventResponseReceived>()
@@ -310,20 +314,68 @@ async fn load(
     })
 }
 
-/// Before the page loads: no service workers, the user agent, the request's headers.
+/// Before the page loads: no service workers, the user agent, and the request's headers for
+/// the requests that go to the page's own origin (the task that adds them ends with the page).
 async fn prepare(
     page: &Page,
     req: &RenderRequest<'_>,
     user_agent: &str,
-) -> chromiumoxide::Result<()> {
+) -> chromiumoxide::Result<Option<AbortOnDrop>> {
     page.execute(SetBypassServiceWorkerParams::new(true))
         .await?;
     page.evaluate_on_new_document(NO_SERVICE_WORKERS).await?;
     page.set_user_agent(user_agent).await?;
-    if !req.headers.is_empty() {
-        let headers = serde_json::to_value(req.headers).unwrap_or_default();
-        page.execute(SetExtraHttpHeadersParams::new(Headers::new(headers)))
-            .await?;
+    if req.headers.is_empty() {
+        return Ok(None);
     }
-    Ok(())
+    // S10: a page's requests to other origins (subresources, redirects, its scripts' fetches)
+    // never carry the request's headers, credentials above all. Every request is paused and
+    // continued with the headers only when it goes to the page's origin.
+    let mut paused = page.event_listener::<EventRequestPaused>().await?;
+    let pattern = RequestPattern::builder().url_pattern("*").build();
+    page.execute(FetchEnableParams::builder().pattern(pattern).build())
+        .await?;
+    let (page, origin) = (page.clone(), req.url.origin());
+    let extra: Vec<HeaderEntry> = req
+        .headers
+        .iter()
+        .map(|(name, value)| HeaderEntry::new(name.clone(), value.clone()))
+        .collect();
+    let task = tokio::spawn(async move {
+        while let Some(event) = paused.next().await {
+            let mut next = ContinueRequestParams::new(event.request_id.clone());
+            let same_origin =
+                url::Url::parse(&event.request.url).is_ok_and(|u| u.origin() == origin);
+            if same_origin {
+                next.headers = Some(with_headers(&event.request.headers, &extra));
+            }
+            if page.execute(next).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(Some(AbortOnDrop(task)))
+}
+
+/// A request's own headers with `extra` added (replacing any of the same name).
+fn with_headers(own: &Headers, extra: &[HeaderEntry]) -> Vec<HeaderEntry> {
+    let mut out: Vec<HeaderEntry> = own
+        .inner()
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| !extra.iter().any(|e| e.name.eq_ignore_ascii_case(name)))
+        .filter_map(|(name, value)| Some(HeaderEntry::new(name.clone(), value.as_str()?)))
+        .collect();
+    out.extend(extra.iter().cloned());
+    out
+}
+
+/// A task that is stopped when this is dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
