@@ -245,3 +245,48 @@ async fn a_slow_job_is_polled_a_few_times() {
         .count();
     assert!((2..=15).contains(&polls), "{polls} polls for a 20 s job");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn results_out_gives_every_document_a_file_of_its_own() {
+    // Three URLs whose file names would be the same.
+    let page = |t: &str| Route::Html(format!("<p>{t}</p>"));
+    let routes: HashMap<String, Route> = [
+        (
+            "/".to_string(),
+            Route::Html(r#"<a href="/x/y">1</a><a href="/x_y">2</a><a href="/x?y">3</a>"#.into()),
+        ),
+        ("/x/y".to_string(), page("slash")),
+        ("/x_y".to_string(), page("underscore")),
+        ("/x".to_string(), page("query")),
+    ]
+    .into();
+    let site = Site::start(routes).await;
+    let serve = Serve::with(&["--allow-net", "127.0.0.1/32", "--no-render"], &[]);
+    let r = cli(
+        &serve.base,
+        &["crawl", &site.url("/"), "--no-sitemap", "--wait", "--json"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let last: Value = serde_json::from_str(r.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["progress"]["pages_completed"], 4);
+    let id = last["job_id"].as_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pages");
+    let r = cli(
+        &serve.base,
+        &["results", id, "--all", "--out", out.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("4 documents written"), "{}", r.stderr);
+    let mut texts: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    texts.sort();
+    assert_eq!(texts.len(), 4);
+    for t in ["query", "slash", "underscore"] {
+        assert!(texts.iter().any(|x| x == t), "{t} missing: {texts:?}");
+    }
+}

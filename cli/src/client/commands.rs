@@ -701,7 +701,7 @@ async fn results(
             .map_err(|e| Failure::Other(format!("cannot create {}: {e}", d.display())))?;
     }
     let mut cursor: Option<String> = None;
-    let mut written = 0;
+    let mut names = std::collections::HashSet::new();
     loop {
         let path = match &cursor {
             Some(c) => format!("/api/jobs/{id}/results?limit=100&cursor={c}"),
@@ -710,10 +710,7 @@ async fn results(
         let r = api.get(&path).await?;
         for doc in r.body["data"].as_array().cloned().unwrap_or_default() {
             match &dir {
-                Some(d) => {
-                    write_markdown(d, &doc)?;
-                    written += 1;
-                }
+                Some(d) => write_markdown(d, &doc, &mut names)?,
                 None => out.line(&doc, || {
                     format!(
                         "# {}\n\n{}\n",
@@ -729,13 +726,19 @@ async fn results(
         }
     }
     if let Some(d) = &dir {
-        eprintln!("{written} documents written to {}", d.display());
+        eprintln!("{} documents written to {}", names.len(), d.display());
     }
     Ok(())
 }
 
 /// Writes a document's Markdown to `<dir>/<host and path>.md` (a failed page: its error).
-fn write_markdown(dir: &Path, doc: &Value) -> Result<(), Failure> {
+/// URLs that map to one name (`/x/y`, `/x_y`, `/x?y`) get `-2`, `-3` ... so that no document
+/// of the run overwrites another; `names` holds the names the run has used.
+fn write_markdown(
+    dir: &Path,
+    doc: &Value,
+    names: &mut std::collections::HashSet<String>,
+) -> Result<(), Failure> {
     let url = doc["url"]
         .as_str()
         .or(doc["requested_url"].as_str())
@@ -758,7 +761,14 @@ fn write_markdown(dir: &Path, doc: &Value) -> Result<(), Failure> {
         Some(md) => md.to_string(),
         None => format!("<!-- {url}: {} -->\n", doc["error"]),
     };
-    let path = dir.join(format!("{}.md", stem.trim_matches('_')));
+    let stem = stem.trim_matches('_');
+    let mut name = format!("{stem}.md");
+    let mut n = 1;
+    while !names.insert(name.clone()) {
+        n += 1;
+        name = format!("{stem}-{n}.md");
+    }
+    let path = dir.join(name);
     std::fs::write(&path, text)
         .map_err(|e| Failure::Other(format!("cannot write {}: {e}", path.display())))
 }
