@@ -467,7 +467,7 @@ impl Receiver {
 
 async fn receive(State(state): State<Arc<ReceiverState>>, req: Request<Body>) -> StatusCode {
     let (parts, body) = req.into_parts();
-    let body = axum::body::to_bytes(body, 1 << 20)
+    let body = axum::body::to_bytes(body, 16 << 20)
         .await
         .unwrap_or_default();
     if let Ok(mut got) = state.got.lock() {

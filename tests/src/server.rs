@@ -300,6 +300,11 @@ impl Reply {
 }
 
 impl Api {
+    /// The API key this client sends.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
     pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Reply {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(k) = &self.key {

@@ -9,7 +9,7 @@ pub use conn::Timeouts;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use sarvcrawl_core::app::App;
@@ -173,25 +173,63 @@ impl Server {
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
+        let (parts, mut body) = req.into_parts();
         if declared.is_some_and(|n| n > MAX_BODY as u64) {
+            tokio::spawn(discard(body));
             return Ok(closing(api::too_large()));
         }
-        let (parts, body) = req.into_parts();
-        let read = tokio::time::timeout(self.body_timeout, Limited::new(body, MAX_BODY).collect());
-        let bytes = match read.await {
-            Ok(Ok(collected)) => collected.to_bytes(),
-            // Over the limit (a chunked body declares no length), or broken off.
-            Ok(Err(e))
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                return Ok(closing(api::too_large()))
+        let bytes = match tokio::time::timeout(self.body_timeout, read_body(&mut body)).await {
+            Ok(Ok(bytes)) => bytes,
+            // Over the limit (a chunked body declares no length).
+            Ok(Err(BodyError::TooLarge)) => {
+                tokio::spawn(discard(body));
+                return Ok(closing(api::too_large()));
             }
-            Ok(Err(_)) | Err(_) => return Err(Dropped),
+            Ok(Err(BodyError::Broken)) | Err(_) => return Err(Dropped),
         };
         let resp = api::handle(&self.app, &user, Request::from_parts(parts, bytes)).await;
         Ok(reply(resp))
     }
+}
+
+/// How long, and how much of, a refused body is still read and thrown away so that its client,
+/// still sending, gets to read the answer (closing at once would reset the connection under
+/// it).
+const DISCARD_TIME: Duration = Duration::from_secs(5);
+const DISCARD_BYTES: usize = 16 * 1024 * 1024;
+
+enum BodyError {
+    TooLarge,
+    Broken,
+}
+
+/// Reads a body of at most [`MAX_BODY`] bytes.
+async fn read_body(body: &mut Incoming) -> Result<Bytes, BodyError> {
+    let mut out = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| BodyError::Broken)?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > MAX_BODY {
+                return Err(BodyError::TooLarge);
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(out.freeze())
+}
+
+/// Reads what is left of a refused body, within bounds, and drops it.
+async fn discard(mut body: Incoming) {
+    let drain = async {
+        let mut seen = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > DISCARD_BYTES {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_TIME, drain).await;
 }
 
 /// Raises this process's limit on open files to what the system allows, so the connection

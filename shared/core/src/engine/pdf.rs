@@ -49,7 +49,9 @@ thread_local! {
 }
 
 /// lopdf's per-object load filter: keeps objects while the load is within its bounds, and
-/// drops every later one (an object stream dropped is never inflated) once it is not.
+/// drops every later one (an object stream dropped is never inflated) once it is not. lopdf
+/// keeps its own copy of a top-level object and the returned one of an object-stream member;
+/// streams are never members, so only other objects are copied.
 fn keep(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)> {
     LOADING.with(|cell| {
         let mut state = cell.get()?;
@@ -63,10 +65,10 @@ fn keep(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)> {
             }
         }
         cell.set(Some(state));
-        state
-            .over
-            .is_none()
-            .then(|| (id, std::mem::replace(object, Object::Null)))
+        state.over.is_none().then(|| match object {
+            Object::Stream(_) => (id, Object::Null),
+            other => (id, other.clone()),
+        })
     })
 }
 
@@ -261,5 +263,65 @@ mod tests {
         // BT Tf Td Tj TJ ET q cm BI ID Q BDC EMC
         assert_eq!(count_operators(content, usize::MAX), 13);
         assert_eq!(count_operators(b"q Q q Q q Q", 2), 3);
+    }
+}
+
+#[cfg(test)]
+mod bombs {
+    use super::*;
+    use lopdf::{dictionary, Document, Object, Stream};
+    use std::io::Write;
+
+    /// A PDF of `pages` pages that all show one stream inflating to `inflated` bytes.
+    fn sharing(inflated: usize, pages: usize) -> Vec<u8> {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        let chunk = "BT /F1 9 Tf (aaaaaaaa) Tj ET\n".repeat(1 << 12);
+        let mut left = inflated;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            z.write_all(&chunk.as_bytes()[..n]).unwrap();
+            left -= n;
+        }
+        let mut doc = Document::with_version("1.5");
+        let pages_id = doc.new_object_id();
+        let mut stream = Stream::new(dictionary! {"Filter" => "FlateDecode"}, z.finish().unwrap());
+        stream.allows_compression = false;
+        let content = doc.add_object(stream);
+        let kids: Vec<Object> = (0..pages)
+            .map(|_| {
+                doc.add_object(
+                    dictionary! {"Type" => "Page", "Parent" => pages_id, "Contents" => content},
+                )
+                .into()
+            })
+            .collect();
+        doc.objects.insert(
+            pages_id,
+            Object::Dictionary(
+                dictionary! {"Type" => "Pages", "Kids" => kids, "Count" => pages as i64},
+            ),
+        );
+        let catalog = doc.add_object(dictionary! {"Type" => "Catalog", "Pages" => pages_id});
+        doc.trailer.set("Root", catalog);
+        let mut out = Vec::new();
+        doc.save_to(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_stream_bomb_and_pages_sharing_it_are_refused() {
+        let one = sharing(255 << 20, 1);
+        let r = page_texts(&one, &Budget::unlimited());
+        assert!(
+            matches!(r, Err(PdfError::Exceeded(Exceeded::TooLarge(_)))),
+            "{r:?}"
+        );
+        // 200 pages of 1 MiB each: within every page's bound, over the document's.
+        let many = sharing(1 << 20, 200);
+        let r = page_texts(&many, &Budget::unlimited());
+        assert!(matches!(r, Err(PdfError::Exceeded(_))), "{r:?}");
+        // A small one reads.
+        let small = sharing(100, 3);
+        assert_eq!(page_texts(&small, &Budget::unlimited()).unwrap().len(), 3);
     }
 }

@@ -54,7 +54,7 @@ impl<'a> Meter<'a> {
     pub(crate) fn step(&self) -> bool {
         let n = self.steps.get().wrapping_add(1);
         self.steps.set(n);
-        if n % CHECK_EVERY == 0 {
+        if n.is_multiple_of(CHECK_EVERY) {
             if let Err(e) = self.budget.check() {
                 self.stop(e);
             }
