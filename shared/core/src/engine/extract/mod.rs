@@ -15,6 +15,10 @@ use url::Url;
 
 pub use meter::MAX_OUTPUT;
 
+/// Distinct links taken from one page at most (a crawl never needs more: its `limit` is at most
+/// as many), so what a page's links cost downstream (scope, robots, claims) stays bounded.
+pub const MAX_LINKS: usize = 10_000;
+
 /// What to extract and which parts of the page count.
 #[derive(Default)]
 pub struct ExtractOptions {
@@ -47,7 +51,8 @@ pub struct Extracted {
     pub description: Option<String>,
     pub language: Option<String>,
     pub canonical_url: Option<String>,
-    /// Absolute http(s) links of the whole page, without fragments, each once, in page order.
+    /// Absolute http(s) links of the whole page, without fragments, each once, in page order;
+    /// the first [`MAX_LINKS`].
     pub links: Vec<Url>,
     pub markdown: Option<String>,
     pub text: Option<String>,
@@ -190,7 +195,7 @@ fn links(doc: &Html, base: &Url, meter: &Meter) -> Vec<Url> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for href in doc.select(&sel).filter_map(|a| a.value().attr("href")) {
-        if !meter.step() {
+        if out.len() >= MAX_LINKS || !meter.step() {
             break;
         }
         let Some(u) = absolute(base, href) else {

@@ -201,3 +201,15 @@ fn extraction_stops_at_its_deadline() {
     let r = on_pool(html, Duration::from_millis(1));
     assert!(matches!(r, Err(Exceeded::Time(_))), "{r:?}");
 }
+
+#[test]
+fn a_page_gives_its_first_ten_thousand_links() {
+    let html: String = (0..12_000)
+        .map(|i| format!("<a href=\"/p{i}\">{i}</a>"))
+        .collect();
+    let opts = ExtractOptions::default();
+    let url = Url::parse("https://example.com/").unwrap();
+    let e = extract_html(&html, &url, &opts, &Budget::unlimited()).unwrap();
+    assert_eq!(e.links.len(), MAX_LINKS);
+    assert_eq!(e.links[0].as_str(), "https://example.com/p0");
+}
