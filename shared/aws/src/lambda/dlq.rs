@@ -3,7 +3,7 @@
 
 use crate::sqs::parse_task;
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use sarvcrawl_core::app::process::abandon;
+use sarvcrawl_core::app::process::{abandon, gave_up_after};
 use sarvcrawl_core::app::App;
 
 /// Records each dead letter; names the ones to see again (their recording failed, or their
@@ -16,7 +16,7 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
             tracing::error!(message = %id, "dropping an unreadable dead letter");
             continue;
         };
-        let reason = format!("gave up after {} attempts", app.config.max_receives);
+        let reason = gave_up_after(app.config.max_receives);
         let recorded = match abandon(app, &task, &reason).await {
             Ok(recorded) => recorded,
             Err(e) => {

@@ -161,7 +161,7 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
             d.interrupted
         ))
     } else if d.receive_count > app.config.max_receives {
-        Some(format!("gave up after {} attempts", d.receive_count - 1))
+        Some(gave_up_after(d.receive_count - 1))
     } else {
         None
     };
@@ -666,6 +666,11 @@ async fn settle_cancelled(app: &App, task: &Task, status: NodeStatus) -> StoreRe
             .await?;
     }
     Ok(())
+}
+
+/// The reason a task that used up its `attempts` is given up for.
+pub fn gave_up_after(attempts: u32) -> String {
+    format!("gave up after {attempts} attempts")
 }
 
 /// Records a task given up for `reason` as a failed page, so its job can end and free its slot

@@ -1,7 +1,7 @@
 //! The worker loop of a long-running process: receive tasks, process them concurrently,
 //! acknowledge what is done. (On AWS the SQS event source plays this part.)
 
-use super::process::{abandon, process, Disposition};
+use super::process::{abandon, gave_up_after, process, Disposition};
 use super::App;
 use crate::ports::WorkQueue;
 use std::collections::HashSet;
@@ -109,8 +109,7 @@ pub async fn run_dead_letters(
             }
         };
         for d in batch {
-            let reason = format!("gave up after {} attempts", app.config.max_receives);
-            match abandon(&app, &d.task, &reason).await {
+            match abandon(&app, &d.task, &gave_up_after(app.config.max_receives)).await {
                 Ok(true) => {
                     if let Err(e) = dead_letters.ack(&d.receipt).await {
                         tracing::warn!(error = %e, "dead-letter ack failed");
