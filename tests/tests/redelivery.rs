@@ -4,8 +4,8 @@
 
 use async_trait::async_trait;
 use e2e::{tree_paths, tree_site, Site};
-use sarvcrawl_core::app::{submit, worker, App, Config};
-use sarvcrawl_core::domain::{JobId, JobKind, UserId};
+use sarvcrawl_core::app::{crawl, worker, App, Config};
+use sarvcrawl_core::domain::{JobId, UserId};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
 use sarvcrawl_core::ports::{
@@ -100,7 +100,7 @@ async fn crawl(
     let workers = tokio::spawn(worker::run_workers(app.clone(), 2, stopped));
     let user = UserId("u".into());
     let body = serde_json::json!({"url": site.url("/"), "use_sitemap": false, "limit": 1000});
-    let job = submit::submit(&app, &user, JobKind::Crawl, body.to_string().as_bytes())
+    let job = crawl::submit(&app, &user, body.to_string().as_bytes())
         .await
         .unwrap();
     let id: JobId = job.job_id;

@@ -3,7 +3,7 @@
 
 use crate::sqs::parse_task;
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use sarvcrawl_core::app::process::{abandon, gave_up_after};
+use sarvcrawl_core::app::settle::{abandon, gave_up_after};
 use sarvcrawl_core::app::App;
 
 /// Records each dead letter; names the ones to see again (their recording failed, or their

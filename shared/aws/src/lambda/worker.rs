@@ -3,7 +3,7 @@
 
 use crate::sqs::parse_task;
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use sarvcrawl_core::app::process::{process, Disposition};
+use sarvcrawl_core::app::task::{process, Disposition};
 use sarvcrawl_core::app::App;
 use sarvcrawl_core::ports::Delivery;
 

@@ -1,11 +1,14 @@
-//! Which URLs a crawl page leads to: scope, depth and robots rules, and the site's sitemaps.
+//! A crawl job: `POST /api/crawl` ([`submit`]), a crawled page ([`run`]) and the URLs it leads
+//! to ([`discover`]: scope, depth and robots rules, the site's sitemaps), claimed and queued.
 
-use super::App;
-use crate::domain::CrawlRequest;
+use super::page::{fetch_page, Produced};
+use super::runtime::JobRuntime;
+use super::{submit, App, AppError};
+use crate::domain::{CrawlRequest, Job, JobKind, UserId};
 use crate::engine::robots::Robots;
 use crate::engine::sitemap::{self, Sitemap};
 use crate::engine::urls::{normalise, Scope};
-use crate::ports::{NewNode, SkipReason};
+use crate::ports::{NewLog, NewNode, SkipReason, StoreResult, Task};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Duration;
 use url::Url;
@@ -14,6 +17,95 @@ use url::Url;
 const MAX_SITEMAPS: usize = 50;
 /// URLs taken from sitemaps per crawl at most.
 const MAX_SITEMAP_URLS: usize = 50_000;
+
+/// `POST /api/crawl`: validates the body, stores the job and queues its root page.
+pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Job, AppError> {
+    let req = CrawlRequest::parse(body).map_err(AppError::Invalid)?;
+    let root = submit::root_url(&req.url)?;
+    submit::new_job(app, user, JobKind::Crawl, &req, root, req.page.render).await
+}
+
+/// One page of a crawl, robots.txt obeyed unless the request says otherwise. `None` when the
+/// job was cancelled before the fetch.
+pub(crate) async fn run(
+    app: &App,
+    job: &Job,
+    req: &CrawlRequest,
+    rt: &JobRuntime,
+    url: &str,
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<Option<Produced>> {
+    Ok(
+        fetch_page(app, job, &req.page, req.respect_robots, rt, url, logs)
+            .await?
+            .map(|p| Produced::page(url, p)),
+    )
+}
+
+/// Claims the links of a crawled page (and, for the root, the sitemap's URLs) and queues the
+/// ones this page owes.
+pub(crate) async fn discover(
+    app: &App,
+    job: &Job,
+    req: &CrawlRequest,
+    rt: &JobRuntime,
+    task: &Task,
+    links: Vec<Url>,
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<()> {
+    let Ok(page) = Url::parse(&task.url) else {
+        return Ok(());
+    };
+    let Ok(root) = Url::parse(&req.url) else {
+        return Ok(());
+    };
+    let robots = if req.respect_robots {
+        rt.robots
+            .lock()
+            .await
+            .get(&page.origin().ascii_serialization())
+            .cloned()
+    } else {
+        None
+    };
+    let scope = Scope::new(req, &root);
+    let mut nodes = classify(&scope, req, &page, task.depth, links, robots.as_deref());
+    if task.depth == 0 && req.use_sitemap {
+        let (urls, read) = sitemap_urls(app, &root, robots.as_deref()).await;
+        if !urls.is_empty() {
+            logs.push(NewLog::info(format!(
+                "sitemaps: {} URLs from {read} sitemap documents",
+                urls.len()
+            )));
+        }
+        let known: std::collections::HashSet<String> =
+            nodes.iter().map(|n| n.url.clone()).collect();
+        nodes.extend(
+            classify(&scope, req, &page, 0, urls, robots.as_deref())
+                .into_iter()
+                .filter(|n| !known.contains(&n.url)),
+        );
+    }
+    let owed = app
+        .jobs
+        .add_nodes(&job.user_id, &job.job_id, &task.url, &nodes, req.limit)
+        .await?;
+    let tasks: Vec<Task> = owed
+        .into_iter()
+        .filter(|n: &NewNode| n.skip.is_none())
+        .map(|n| Task {
+            user_id: job.user_id.clone(),
+            job_id: job.job_id.clone(),
+            url: n.url,
+            depth: n.depth,
+            render: req.page.render,
+        })
+        .collect();
+    for chunk in tasks.chunks(100) {
+        app.queue.send(chunk).await?;
+    }
+    Ok(())
+}
 
 /// Classifies the links of a page at `depth` into nodes to fetch and nodes skipped, each URL
 /// once and never the page itself. `robots` are the rules of the page's own origin.

@@ -1,10 +1,10 @@
 //! A map job: the site's URLs from its sitemaps and from the links of its pages, read for links
 //! and titles only (no Markdown), until `limit` URLs are known.
 
-use super::process::{fetch_pages, Produced};
+use super::page::{fetch_pages, Produced};
 use super::runtime::JobRuntime;
-use super::{crawl, App};
-use crate::domain::{CrawlRequest, Format, Job, MapRequest, PageOptions};
+use super::{crawl, submit, App, AppError};
+use crate::domain::{CrawlRequest, Format, Job, JobKind, MapRequest, PageOptions, UserId};
 use crate::engine::urls::{normalise, Scope};
 use crate::ports::{NewLog, StoreResult};
 use serde_json::{json, Value};
@@ -98,6 +98,13 @@ fn rules(req: &MapRequest, page: PageOptions) -> CrawlRequest {
         delay_ms: 0,
         page,
     }
+}
+
+/// `POST /api/map`: validates the body, stores the job and queues it.
+pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Job, AppError> {
+    let req = MapRequest::parse(body).map_err(AppError::Invalid)?;
+    let root = submit::root_url(&req.url)?;
+    submit::new_job(app, user, JobKind::Map, &req, root, false).await
 }
 
 /// Runs a map; `None` when the job was cancelled meanwhile.

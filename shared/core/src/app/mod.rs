@@ -2,15 +2,18 @@
 //! SQLite or AWS types.
 
 pub mod cancel;
-mod crawl;
+pub mod crawl;
 mod document;
-mod map;
+pub mod map;
 pub mod monitor;
-pub mod process;
+mod page;
 pub mod query;
 mod runtime;
-mod search;
-pub mod submit;
+pub mod scrape;
+pub mod search;
+pub mod settle;
+mod submit;
+pub mod task;
 pub mod upload;
 pub mod worker;
 

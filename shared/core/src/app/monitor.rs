@@ -2,7 +2,7 @@
 //! that are due; and a check itself, which compares the page with the last snapshot and sends
 //! a signed webhook when it changed.
 
-use super::process::{fetch_page, Produced};
+use super::page::{fetch_page, Produced};
 use super::runtime::JobRuntime;
 use super::{submit, App, AppError};
 use crate::domain::validate::Problem;
@@ -112,7 +112,7 @@ async fn start_check(app: &App, m: &Monitor, id: JobId) -> Result<Job, AppError>
         app.clock.now(),
     );
     job.job_id = id;
-    submit::create(app, job, m.url.clone()).await
+    submit::create(app, job, m.url.clone(), m.page.render).await
 }
 
 /// The caller's monitor, or `NotFound` for a missing id and another user's alike.

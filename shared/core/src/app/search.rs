@@ -1,10 +1,10 @@
 //! A search job: the configured provider's hits for a query, each scraped (when asked) with the
 //! request's page options. A hit that fails carries its error; the job still completes.
 
-use super::process::{fetch_pages, Produced};
+use super::page::{fetch_pages, Produced};
 use super::runtime::JobRuntime;
-use super::App;
-use crate::domain::{ErrorCode, Job, JobError, SearchRequest};
+use super::{submit, App, AppError};
+use crate::domain::{ErrorCode, Job, JobError, JobKind, SearchRequest, UserId};
 use crate::ports::{NewLog, StoreResult};
 use serde_json::json;
 
@@ -17,6 +17,25 @@ pub(crate) fn node_name(query: &str) -> String {
         "search:{}",
         url::form_urlencoded::byte_serialize(query.as_bytes()).collect::<String>()
     )
+}
+
+/// `POST /api/search`: validates the body, stores the job and queues it (503 without a search
+/// provider).
+pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Job, AppError> {
+    let req = SearchRequest::parse(body).map_err(AppError::Invalid)?;
+    if app.search.is_none() {
+        return Err(AppError::SearchUnavailable);
+    }
+    let renders = req.scrape && req.page.render;
+    submit::new_job(
+        app,
+        user,
+        JobKind::Search,
+        &req,
+        node_name(&req.query),
+        renders,
+    )
+    .await
 }
 
 /// Runs a search; `None` when the job was cancelled meanwhile.

@@ -1,57 +1,33 @@
-//! Submitting a job: validate, store the job with its slot and root node, queue the work.
+//! Creating a job, for every kind: store the job with its claim (slot or cap) and root node in
+//! one write, queue its first task, log it. Each kind validates its own request first.
 
-use super::{search, App, AppError};
+use super::{App, AppError};
 use crate::domain::validate::Problem;
-use crate::domain::{
-    CrawlRequest, ErrorCode, Job, JobError, JobKind, JobStatus, MapRequest, ScrapeRequest,
-    SearchRequest, UserId,
-};
+use crate::domain::{ErrorCode, Job, JobError, JobKind, JobStatus, UserId};
 use crate::engine::urls::normalise;
 use crate::ports::{Claim, CreateOutcome, NewLog, SlotClaim, StoreError, Task};
 use url::Url;
 
-/// Validates the JSON `body` as a request of `kind`, stores the job and queues its first task.
-/// (Uploads have a body of their own: [`super::upload::submit`].)
-pub async fn submit(app: &App, user: &UserId, kind: JobKind, body: &[u8]) -> Result<Job, AppError> {
-    let invalid = AppError::Invalid;
-    let (request, root, render) = match kind {
-        JobKind::Scrape => {
-            let r = ScrapeRequest::parse(body).map_err(invalid)?;
-            (serde_json::to_value(&r), root_url(&r.url)?, r.page.render)
-        }
-        JobKind::Crawl => {
-            let r = CrawlRequest::parse(body).map_err(invalid)?;
-            (serde_json::to_value(&r), root_url(&r.url)?, r.page.render)
-        }
-        JobKind::Map => {
-            let r = MapRequest::parse(body).map_err(invalid)?;
-            (serde_json::to_value(&r), root_url(&r.url)?, false)
-        }
-        JobKind::Search => {
-            let r = SearchRequest::parse(body).map_err(invalid)?;
-            if app.search.is_none() {
-                return Err(AppError::SearchUnavailable);
-            }
-            let name = search::node_name(&r.query);
-            (serde_json::to_value(&r), name, r.scrape && r.page.render)
-        }
-        JobKind::Upload | JobKind::Monitor => {
-            return Err(AppError::Invalid(vec![Problem {
-                field: "body".into(),
-                problem: format!("a {} job is not submitted here", kind.as_str()),
-            }]))
-        }
-    };
-    if render && !app.config.render_available {
+/// Stores and queues a job of `kind` for its validated `request`, whose root node is `root`.
+/// A job that renders is refused on a deployment without a browser.
+pub(crate) async fn new_job<R: serde::Serialize>(
+    app: &App,
+    user: &UserId,
+    kind: JobKind,
+    request: &R,
+    root: String,
+    renders: bool,
+) -> Result<Job, AppError> {
+    if renders && !app.config.render_available {
         return Err(AppError::RenderUnavailable);
     }
-    let request = request.map_err(StoreError::new)?;
+    let request = serde_json::to_value(request).map_err(StoreError::new)?;
     let job = Job::new(user.clone(), kind, request, app.clock.now());
-    create(app, job, root).await
+    create(app, job, root, renders).await
 }
 
-/// The normalised form of a validated URL.
-fn root_url(url: &str) -> Result<String, AppError> {
+/// The normalised form of a validated URL: a job's root node.
+pub(crate) fn root_url(url: &str) -> Result<String, AppError> {
     Url::parse(url)
         .map(|u| normalise(&u).to_string())
         .map_err(|e| {
@@ -63,8 +39,13 @@ fn root_url(url: &str) -> Result<String, AppError> {
 }
 
 /// Stores a new job (taking its kind's slot) with its root node named `root`, and queues the
-/// root's task.
-pub(crate) async fn create(app: &App, job: Job, root: String) -> Result<Job, AppError> {
+/// root's task (for the render queue when `renders`).
+pub(crate) async fn create(
+    app: &App,
+    job: Job,
+    root: String,
+    renders: bool,
+) -> Result<Job, AppError> {
     let (user, kind, now) = (job.user_id.clone(), job.kind, job.created_at);
     let lease =
         chrono::Duration::from_std(app.config.slot_lease).unwrap_or(chrono::Duration::minutes(15));
@@ -98,7 +79,7 @@ pub(crate) async fn create(app: &App, job: Job, root: String) -> Result<Job, App
         job_id: job.job_id.clone(),
         url: root.clone(),
         depth: 0,
-        render: super::process::renders(&job),
+        render: renders,
     };
     if let Err(e) = app.queue.send(&[task]).await {
         // Never leave a queued job that no task will ever run: fail it and free the slot.

@@ -2,7 +2,7 @@
 //! checked, stored with the job's documents, then extracted by a worker like a fetched page.
 //! PDFs yield the text of their pages.
 
-use super::process::Produced;
+use super::page::Produced;
 use super::{document, submit, App, AppError};
 use crate::domain::{ErrorCode, Job, JobError, JobKind, UploadRequest, UserId};
 use crate::engine::budget::Budget;
@@ -171,7 +171,7 @@ pub async fn submit(
         .map_err(AppError::Invalid)?;
     job.request = serde_json::to_value(&request).map_err(crate::ports::StoreError::new)?;
     app.blobs.put(&key, bytes).await?;
-    submit::create(app, job, node_name(&request)).await
+    submit::create(app, job, node_name(&request), false).await
 }
 
 /// The name of an upload's one node and document.

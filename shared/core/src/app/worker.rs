@@ -1,7 +1,8 @@
 //! The worker loop of a long-running process: receive tasks, process them concurrently,
 //! acknowledge what is done. (On AWS the SQS event source plays this part.)
 
-use super::process::{abandon, gave_up_after, process, Disposition};
+use super::settle::{abandon, gave_up_after};
+use super::task::{process, Disposition};
 use super::App;
 use crate::ports::WorkQueue;
 use std::collections::HashSet;

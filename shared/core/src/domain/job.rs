@@ -54,11 +54,6 @@ impl JobKind {
     pub fn is_capped(self) -> bool {
         matches!(self, JobKind::Map | JobKind::Search | JobKind::Upload)
     }
-
-    /// Whether a user may submit this kind at `/api/<kind>`.
-    pub fn is_submittable(self) -> bool {
-        self != JobKind::Monitor
-    }
 }
 
 /// A job's lifecycle state. Final states never change.

@@ -13,5 +13,6 @@ pub use monitor::{
     Snapshot,
 };
 pub use request::{
-    CrawlRequest, Format, MapRequest, PageOptions, ScrapeRequest, SearchRequest, UploadRequest,
+    CrawlRequest, Format, JobRequest, MapRequest, PageOptions, ScrapeRequest, SearchRequest,
+    UploadRequest,
 };

@@ -1,7 +1,8 @@
-//! Validated scrape and crawl requests. Parsing fills every default, so a stored request says
+//! Validated requests of every job kind. Parsing fills every default, so a stored request says
 //! exactly what the job does.
 
 use super::validate::{Fields, Problem};
+use super::{CheckRequest, Job, JobKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -108,6 +109,43 @@ pub struct UploadRequest {
     pub source_key: String,
     #[serde(flatten)]
     pub page: PageOptions,
+}
+
+/// A stored job's request, read back as its kind's type.
+#[derive(Debug, Clone)]
+pub enum JobRequest {
+    Scrape(ScrapeRequest),
+    Crawl(CrawlRequest),
+    Map(MapRequest),
+    Search(SearchRequest),
+    Upload(UploadRequest),
+    Check(CheckRequest),
+}
+
+impl JobRequest {
+    /// The request of `job`, as its kind reads it.
+    pub fn of(job: &Job) -> Result<Self, serde_json::Error> {
+        let r = job.request.clone();
+        Ok(match job.kind {
+            JobKind::Scrape => JobRequest::Scrape(serde_json::from_value(r)?),
+            JobKind::Crawl => JobRequest::Crawl(serde_json::from_value(r)?),
+            JobKind::Map => JobRequest::Map(serde_json::from_value(r)?),
+            JobKind::Search => JobRequest::Search(serde_json::from_value(r)?),
+            JobKind::Upload => JobRequest::Upload(serde_json::from_value(r)?),
+            JobKind::Monitor => JobRequest::Check(serde_json::from_value(r)?),
+        })
+    }
+
+    /// Whether the job's pages are loaded in a headless browser.
+    pub fn renders(&self) -> bool {
+        match self {
+            JobRequest::Scrape(r) => r.page.render,
+            JobRequest::Crawl(r) => r.page.render,
+            JobRequest::Search(r) => r.scrape && r.page.render,
+            JobRequest::Check(r) => r.page.render,
+            JobRequest::Map(_) | JobRequest::Upload(_) => false,
+        }
+    }
 }
 
 const MAX_SELECTORS: usize = 20;

@@ -4,7 +4,7 @@
 mod idempotency;
 mod response;
 
-use crate::app::{cancel, monitor, query, submit, upload, App, AppError};
+use crate::app::{cancel, crawl, map, monitor, query, scrape, search, upload, App, AppError};
 use crate::domain::validate::Problem;
 use crate::domain::{Job, JobKind, JobStatus, UserId};
 use bytes::Bytes;
@@ -60,10 +60,7 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
                 .and_then(|v| v.to_str().ok());
             let query: std::collections::BTreeMap<_, _> = query.into_iter().collect();
             let submit = upload::submit(app, user, &query, content_type, req.body().clone());
-            idempotency::once(app, user, &req, async {
-                submit.await.map(|job| accepted(&job))
-            })
-            .await
+            submitted(app, user, &req, submit).await
         }
         (&Method::POST, ["api", "monitors"]) if req.body().len() <= MAX_JSON_BODY => {
             let create = async {
@@ -99,15 +96,23 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
         {
             Err(AppError::TooLarge(MAX_JSON_BODY))
         }
-        (&Method::POST, ["api", kind]) => match JobKind::parse(kind).filter(|k| k.is_submittable())
+        (&Method::POST, ["api", "scrape" | "crawl" | "map" | "search"])
+            if req.body().len() > MAX_JSON_BODY =>
         {
-            None => Err(AppError::NoRoute),
-            Some(_) if req.body().len() > MAX_JSON_BODY => Err(AppError::TooLarge(MAX_JSON_BODY)),
-            Some(kind) => {
-                let submit = submit_job(app, user, kind, req.body());
-                idempotency::once(app, user, &req, submit).await
-            }
-        },
+            Err(AppError::TooLarge(MAX_JSON_BODY))
+        }
+        (&Method::POST, ["api", "scrape"]) => {
+            submitted(app, user, &req, scrape::submit(app, user, req.body())).await
+        }
+        (&Method::POST, ["api", "crawl"]) => {
+            submitted(app, user, &req, crawl::submit(app, user, req.body())).await
+        }
+        (&Method::POST, ["api", "map"]) => {
+            submitted(app, user, &req, map::submit(app, user, req.body())).await
+        }
+        (&Method::POST, ["api", "search"]) => {
+            submitted(app, user, &req, search::submit(app, user, req.body())).await
+        }
         (&Method::GET, ["api", "jobs"]) => list_jobs(app, user, &query).await,
         (&Method::GET, ["api", "jobs", id]) => get_job(app, user, id).await,
         (&Method::GET, ["api", "jobs", id, "results"]) => results(app, user, id, &query).await,
@@ -212,14 +217,17 @@ fn poll_after(age: chrono::Duration) -> u64 {
     }
 }
 
-async fn submit_job(
+/// A submit's answer: its job's 202, remembered under the request's `Idempotency-Key`.
+async fn submitted(
     app: &App,
     user: &UserId,
-    kind: JobKind,
-    body: &[u8],
+    req: &Request<Bytes>,
+    submit: impl std::future::Future<Output = Result<Job, AppError>>,
 ) -> Result<Response<Bytes>, AppError> {
-    let job = submit::submit(app, user, kind, body).await?;
-    Ok(accepted(&job))
+    idempotency::once(app, user, req, async {
+        submit.await.map(|job| accepted(&job))
+    })
+    .await
 }
 
 /// The 202 answer to a submit.

@@ -1,0 +1,288 @@
+//! The page pipeline, shared by every job kind that reads pages: robots.txt, the job's and the
+//! host's gates and pacing, the fetch (or a render in the headless browser) with back-off on
+//! 429 and 503, and the extraction into a document on the work pool. It depends on no job kind.
+
+use super::document::{self, Built};
+use super::runtime::{HostGate, JobRuntime};
+use super::App;
+use crate::domain::{ErrorCode, Job, JobError, PageOptions};
+use crate::engine::fetch::{FetchError, Fetched};
+use crate::engine::robots::{fetch_robots, Robots};
+use crate::ports::{NewLog, RenderRequest, StoreResult, Task};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use url::Url;
+
+/// Tries on a page answering 429 or 503.
+const BUSY_TRIES: u32 = 3;
+/// Longest `Retry-After` honoured within one task.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+
+/// What the one task of a job, or one page of a crawl, produced.
+pub(crate) struct Produced {
+    /// The document (or result) stored for it.
+    pub doc: serde_json::Value,
+    pub status_code: Option<u16>,
+    pub error: Option<JobError>,
+    /// Links to follow (crawls only).
+    pub links: Vec<Url>,
+}
+
+impl Produced {
+    /// A result of a job kind that ends in one document, or its failure.
+    pub(crate) fn result(name: &str, r: Result<serde_json::Value, JobError>) -> Produced {
+        let (doc, error) = match r {
+            Ok(doc) => (doc, None),
+            Err(e) => (document::failed(name, None, None, &e), Some(e)),
+        };
+        Produced {
+            doc,
+            status_code: None,
+            error,
+            links: Vec::new(),
+        }
+    }
+
+    pub(crate) fn page(url: &str, page: Page) -> Produced {
+        match page {
+            Ok((fetched, built)) => Produced {
+                doc: built.doc,
+                status_code: Some(fetched.status),
+                error: None,
+                links: built.links,
+            },
+            Err(Failure { error, fetched }) => {
+                let final_url = fetched.as_ref().map(|f| &f.url);
+                let status = fetched.as_ref().map(|f| f.status);
+                Produced {
+                    doc: document::failed(url, final_url, status, &error),
+                    status_code: status,
+                    error: Some(error),
+                    links: Vec::new(),
+                }
+            }
+        }
+    }
+}
+
+/// The document key of a page of a job.
+pub(crate) fn document_key(task: &Task) -> String {
+    let digest = Sha256::digest(task.url.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}/{}/{hex}.json", task.user_id, task.job_id)
+}
+
+/// A page that could not be turned into a document.
+pub(crate) struct Failure {
+    error: JobError,
+    fetched: Option<Fetched>,
+}
+
+impl Failure {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Failure {
+            error: JobError::new(code, message),
+            fetched: None,
+        }
+    }
+}
+
+impl From<FetchError> for Failure {
+    fn from(e: FetchError) -> Self {
+        Failure::new(e.code(), e.to_string())
+    }
+}
+
+pub(crate) type Page = Result<(Fetched, Built), Failure>;
+
+/// Robots, the concurrency gates, a last cancel check, the fetch and the extraction.
+/// `None` when the job was cancelled before the fetch started.
+pub(crate) async fn fetch_page(
+    app: &App,
+    job: &Job,
+    opts: &PageOptions,
+    respect_robots: bool,
+    rt: &JobRuntime,
+    url: &str,
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<Option<Page>> {
+    let Ok(url) = Url::parse(url) else {
+        return Ok(Some(Err(Failure::new(
+            ErrorCode::FetchFailed,
+            "invalid URL",
+        ))));
+    };
+    let mut crawl_delay = None;
+    if respect_robots {
+        let robots = robots_for(app, rt, &url, logs).await;
+        if let Robots::Unreachable(e) = robots.as_ref() {
+            return Ok(Some(Err(Failure::from(e.clone()))));
+        }
+        if !robots.allows(&url) {
+            return Ok(Some(Err(Failure::new(
+                ErrorCode::BlockedByRobots,
+                "robots.txt does not allow this page",
+            ))));
+        }
+        crawl_delay = robots.crawl_delay();
+    }
+    let host = app.runtime.host(url.host_str().unwrap_or_default());
+    let Some(_permit) = app.runtime.acquire(rt, &host).await else {
+        return Ok(None);
+    };
+    // The last moment before a fetch starts: a cancelled job fetches nothing more.
+    match app.jobs.get_job(&job.user_id, &job.job_id).await? {
+        Some(j) if !j.status.is_final() => {}
+        _ => return Ok(None),
+    }
+    // The job's pacing comes last, so `delay_ms` separates the requests themselves; a cancel
+    // that this process handles meanwhile still stops the fetch.
+    if !rt
+        .pace(&url.origin().ascii_serialization(), crawl_delay)
+        .await
+    {
+        return Ok(None);
+    }
+    let fetched = if opts.render {
+        render(app, &url, opts, logs).await
+    } else {
+        fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await
+    };
+    let fetched = match fetched {
+        Ok(f) => f,
+        Err(e) => return Ok(Some(Err(e))),
+    };
+    let (opts, requested, now) = (opts.clone(), url.to_string(), app.clock.now());
+    let shared = Arc::new(fetched);
+    let page = shared.clone();
+    let built = app
+        .work
+        .run(app.config.work_limit, move |budget| {
+            Ok(document::build(&page, &requested, &opts, now, budget))
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.into()));
+    // The work thread let go of the response when it finished (or it is given up on).
+    let fetched = Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
+    Ok(Some(match built {
+        Ok(b) => Ok((fetched, b)),
+        Err(error) => Err(Failure {
+            error,
+            fetched: Some(fetched),
+        }),
+    }))
+}
+
+/// [`fetch_page`] for several URLs at once (as the job's gates allow), robots obeyed; each
+/// page's log lines are added in the order of `urls`. `None` when the job was cancelled.
+pub(crate) async fn fetch_pages(
+    app: &App,
+    job: &Job,
+    opts: &PageOptions,
+    rt: &JobRuntime,
+    urls: &[&str],
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<Option<Vec<Page>>> {
+    let fetched = futures::future::join_all(urls.iter().map(|u| async move {
+        let mut l = Vec::new();
+        let p = fetch_page(app, job, opts, true, rt, u, &mut l).await;
+        (p, l)
+    }))
+    .await;
+    let mut pages = Vec::with_capacity(fetched.len());
+    for (page, l) in fetched {
+        logs.extend(l);
+        match page? {
+            Some(p) => pages.push(p),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(pages))
+}
+
+/// Loads the page in the headless browser; the requests it refused are logged (S9).
+async fn render(
+    app: &App,
+    url: &Url,
+    opts: &PageOptions,
+    logs: &mut Vec<NewLog>,
+) -> Result<Fetched, Failure> {
+    let Some(renderer) = &app.renderer else {
+        return Err(Failure::new(
+            ErrorCode::RenderUnavailable,
+            "no headless browser renders pages here",
+        ));
+    };
+    app.fetcher.check_destination(url).await?;
+    let rendered = renderer
+        .render(RenderRequest {
+            url,
+            headers: &opts.headers,
+            timeout: Duration::from_millis(opts.timeout_ms),
+            wait_for: opts.wait_for.as_deref(),
+            wait_ms: opts.wait_ms,
+        })
+        .await;
+    logs.extend(rendered.blocked.iter().map(|b| {
+        NewLog::warn(format!(
+            "{}: the page's request to {b} was refused",
+            ErrorCode::BlockedAddress.as_str()
+        ))
+        .at(url.as_str())
+    }));
+    Ok(rendered.page?)
+}
+
+/// Fetches, backing off while the server answers 429 or 503 (C2).
+async fn fetch_politely(
+    app: &App,
+    host: &HostGate,
+    url: &Url,
+    headers: &BTreeMap<String, String>,
+    timeout_ms: u64,
+    logs: &mut Vec<NewLog>,
+) -> Result<Fetched, Failure> {
+    let deadline = Duration::from_millis(timeout_ms);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let f = app.fetcher.get(url, headers, deadline).await?;
+        if !matches!(f.status, 429 | 503) || attempt >= BUSY_TRIES {
+            return Ok(f);
+        }
+        let pause = f
+            .retry_after
+            .unwrap_or(Duration::from_secs(1 << attempt))
+            .min(MAX_PAUSE);
+        logs.push(
+            NewLog::warn(format!(
+                "server answered {}; waiting {} s before trying again",
+                f.status,
+                pause.as_secs()
+            ))
+            .at(url.as_str()),
+        );
+        host.back_off(pause);
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// The robots rules of `url`'s origin, fetched once per job and logged when first read.
+pub(crate) async fn robots_for(
+    app: &App,
+    rt: &JobRuntime,
+    url: &Url,
+    logs: &mut Vec<NewLog>,
+) -> Arc<Robots> {
+    let origin = url.origin().ascii_serialization();
+    let mut cache = rt.robots.lock().await;
+    if let Some(r) = cache.get(&origin) {
+        return r.clone();
+    }
+    let robots = Arc::new(fetch_robots(&app.fetcher, url).await);
+    logs.push(NewLog::info(robots.describe()).at(format!("{origin}/robots.txt")));
+    cache.insert(origin, robots.clone());
+    robots
+}
