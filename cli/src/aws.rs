@@ -5,7 +5,9 @@ use sarvcrawl_aws::bootstrap::{bootstrap, Template};
 use sarvcrawl_aws::keys::generate_key;
 use sarvcrawl_aws::{Aws, Clients, Names};
 use sarvcrawl_core::domain::UserId;
+use sarvcrawl_core::ports::SystemClock;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(Subcommand)]
 pub enum AwsCommand {
@@ -56,7 +58,7 @@ pub async fn run(cmd: AwsCommand) -> Result<(), String> {
         }
         AwsCommand::AddKey(a) => {
             let names = Names::from_env()?;
-            let aws = Aws::new(&clients, &names);
+            let aws = Aws::new(&clients, &names, Arc::new(SystemClock));
             let key = generate_key().map_err(|e| format!("no randomness: {e}"))?;
             aws.keys
                 .add(&UserId(a.user.clone()), &key)

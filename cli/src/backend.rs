@@ -1,7 +1,7 @@
 //! The storage a server runs on: SQLite and files on this machine, or DynamoDB, SQS and S3.
 
 use clap::ValueEnum;
-use sarvcrawl_core::ports::{BlobStore, KeyDirectory, Store, WorkQueue};
+use sarvcrawl_core::ports::{BlobStore, Clock, KeyDirectory, Store, WorkQueue};
 use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
@@ -31,11 +31,17 @@ pub struct Backend {
     _hold: Box<dyn Any + Send + Sync>,
 }
 
-/// Opens the backend.
-pub async fn open(kind: Kind, data_dir: &Path, visibility: Duration) -> Result<Backend, String> {
+/// Opens the backend; its adapters take the time from `clock`.
+pub async fn open(
+    kind: Kind,
+    data_dir: &Path,
+    visibility: Duration,
+    clock: Arc<dyn Clock>,
+) -> Result<Backend, String> {
     match kind {
         Kind::Local => {
-            let local = sarvcrawl_local::open(data_dir, visibility).map_err(|e| e.to_string())?;
+            let local =
+                sarvcrawl_local::open(data_dir, visibility, clock).map_err(|e| e.to_string())?;
             Ok(Backend {
                 store: local.store.clone(),
                 queue: local.queue.clone(),
@@ -45,16 +51,16 @@ pub async fn open(kind: Kind, data_dir: &Path, visibility: Duration) -> Result<B
                 _hold: Box::new(local),
             })
         }
-        Kind::Aws => open_aws(visibility).await,
+        Kind::Aws => open_aws(visibility, clock).await,
     }
 }
 
 #[cfg(feature = "aws")]
-async fn open_aws(visibility: Duration) -> Result<Backend, String> {
+async fn open_aws(visibility: Duration, clock: Arc<dyn Clock>) -> Result<Backend, String> {
     use sarvcrawl_aws::{Aws, Clients, Names, SqsQueue};
     let names = Names::from_env()?;
     let clients = Clients::from_env().await;
-    let aws = Aws::new(&clients, &names);
+    let aws = Aws::new(&clients, &names, clock);
     let queue = SqsQueue::new(clients.sqs.clone(), &names.queue_url).with_visibility(visibility);
     let dead_letters = names
         .dlq_url
@@ -71,6 +77,6 @@ async fn open_aws(visibility: Duration) -> Result<Backend, String> {
 }
 
 #[cfg(not(feature = "aws"))]
-async fn open_aws(_visibility: Duration) -> Result<Backend, String> {
+async fn open_aws(_visibility: Duration, _clock: Arc<dyn Clock>) -> Result<Backend, String> {
     Err("this build has no AWS support: build with `--features aws`".into())
 }

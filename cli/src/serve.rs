@@ -8,7 +8,7 @@ use sarvcrawl_core::app::{worker, App, Config};
 use sarvcrawl_core::auth::{Auth, KeyRing, LOCAL_USER};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
-use sarvcrawl_core::ports::{Renderer, SystemClock};
+use sarvcrawl_core::ports::{Clock, Renderer, SystemClock};
 use sarvcrawl_render::{Chromium, ChromiumConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -158,7 +158,8 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     }
 
     let visibility = Duration::from_secs(args.visibility_timeout.max(1));
-    let backend = backend::open(args.backend, &args.data_dir, visibility).await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let backend = backend::open(args.backend, &args.data_dir, visibility, clock.clone()).await?;
     let auth = authentication(&args, &backend).await?;
     // Descriptors for the connections, the stores, the browser and the fetches.
     let open_files = server::raise_open_files();
@@ -194,15 +195,15 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             backend.store.clone(),
             backend.queue.clone(),
             backend.blobs.clone(),
-            Arc::new(SystemClock),
+            clock,
             Arc::new(fetcher),
             Config {
-                task_lease: visibility,
                 max_active_jobs: args.max_active_jobs.max(1),
                 monitor_min_interval: args.monitor_min_interval.max(1),
                 render_available: renderer.is_some(),
                 ..Config::default()
-            },
+            }
+            .with_visibility(visibility),
         )
         .with_search(search)
         .with_renderer(renderer.clone().map(|r| r as Arc<dyn Renderer>)),

@@ -57,7 +57,7 @@ async fn ports(dir: &std::path::Path) -> Ports {
         let names = bootstrap(&clients, &Template::parse(&text).unwrap(), &prefix)
             .await
             .unwrap();
-        let aws = sarvcrawl_aws::Aws::new(&clients, &names);
+        let aws = sarvcrawl_aws::Aws::new(&clients, &names, Arc::new(SystemClock));
         return (
             aws.store.clone(),
             aws.queue.clone(),
@@ -65,7 +65,7 @@ async fn ports(dir: &std::path::Path) -> Ports {
             Box::new(()),
         );
     }
-    let local = sarvcrawl_local::open(dir, Duration::from_secs(30)).unwrap();
+    let local = sarvcrawl_local::open(dir, Duration::from_secs(30), Arc::new(SystemClock)).unwrap();
     (
         local.store.clone(),
         local.queue.clone(),

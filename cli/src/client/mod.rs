@@ -6,12 +6,16 @@
 //! 6 the API answered an error or could not be reached.
 
 mod api;
-mod commands;
+mod args;
+mod jobs;
+mod monitors;
+mod submit;
 mod wait;
 
-pub use commands::{run, ClientArgs, ClientCommand};
+pub use args::{ClientArgs, ClientCommand};
 
-use api::Reply;
+use api::{Api, Reply};
+use serde_json::Value;
 use std::process::ExitCode;
 
 /// Why a client command did not succeed.
@@ -29,6 +33,8 @@ pub enum Failure {
     Api(Reply),
     /// The API could not be reached.
     Network(String),
+    /// Options that do not make a request (an unknown format, a header without a value).
+    Usage(String),
     /// Anything else (a file, the terminal).
     Other(String),
 }
@@ -73,10 +79,121 @@ impl Failure {
                 eprintln!("error: the API could not be reached: {e}");
                 ExitCode::from(6)
             }
+            Failure::Usage(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
             Failure::Other(e) => {
                 eprintln!("error: {e}");
                 ExitCode::from(6)
             }
         }
+    }
+}
+
+/// Runs a client command.
+pub async fn run(args: ClientArgs, cmd: ClientCommand) -> Result<(), Failure> {
+    let api = Api::new(&args.api_url, args.api_key.clone())?;
+    let out = Out { json: args.json };
+    match cmd {
+        ClientCommand::Scrape { url, page, wait } => {
+            submit::scrape(&api, &out, url, &page, &wait).await
+        }
+        ClientCommand::Crawl {
+            url,
+            limit,
+            max_depth,
+            include_paths,
+            exclude_paths,
+            allow_subdomains,
+            allow_external,
+            no_sitemap,
+            ignore_robots,
+            max_concurrency,
+            delay_ms,
+            page,
+            wait,
+        } => {
+            let flags = submit::CrawlFlags {
+                limit,
+                max_depth,
+                include_paths,
+                exclude_paths,
+                allow_subdomains,
+                allow_external,
+                no_sitemap,
+                ignore_robots,
+                max_concurrency,
+                delay_ms,
+            };
+            submit::crawl(&api, &out, url, flags, &page, &wait).await
+        }
+        ClientCommand::Map {
+            url,
+            limit,
+            search,
+            no_sitemap,
+            include_subdomains,
+            wait,
+        } => {
+            let flags = submit::MapFlags {
+                limit,
+                search,
+                no_sitemap,
+                include_subdomains,
+            };
+            submit::map(&api, &out, url, flags, &wait).await
+        }
+        ClientCommand::Search {
+            query,
+            limit,
+            no_scrape,
+            page,
+            wait,
+        } => submit::search(&api, &out, query, limit, no_scrape, &page, &wait).await,
+        ClientCommand::Upload {
+            file,
+            content_type,
+            base_url,
+            formats,
+            wait,
+        } => submit::upload(&api, &out, &file, content_type, base_url, &formats, &wait).await,
+        ClientCommand::Monitor(m) => monitors::run(&api, &out, m).await,
+        ClientCommand::Jobs {
+            kind,
+            status,
+            limit,
+        } => jobs::list(&api, &out, kind, status, limit).await,
+        ClientCommand::Status { id } => jobs::status(&api, &out, &id).await,
+        ClientCommand::Logs { id, follow } => jobs::logs(&api, &out, &id, follow).await,
+        ClientCommand::Tree { id } => jobs::tree(&api, &out, &id).await,
+        ClientCommand::Results { id, all, out: dir } => {
+            jobs::results(&api, &out, &id, all, dir).await
+        }
+        ClientCommand::Cancel { id } => jobs::cancel(&api, &out, &id).await,
+    }
+}
+
+/// How results are printed.
+pub struct Out {
+    pub json: bool,
+}
+
+impl Out {
+    pub fn line(&self, v: &Value, text: impl FnOnce() -> String) {
+        if self.json {
+            println!("{v}");
+        } else {
+            println!("{}", text());
+        }
+    }
+}
+
+/// A value as text (`-` for null).
+pub fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
     }
 }

@@ -22,15 +22,16 @@ use aws_sdk_dynamodb::types::{
     Update, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
-    Claim, Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode,
-    NodeRow, NodeStatus, PageOutcome, ResultEntry, ResultPage, SkipReason, StoreError, StoreResult,
-    MAX_NODES_PER_JOB,
+    parse_stored_time, stored_time, Claim, Clock, Completion, CreateOutcome, JobQuery, JobStore,
+    LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry, ResultPage,
+    SkipReason, StoreError, StoreResult, MAX_NODES_PER_JOB,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -50,6 +51,8 @@ pub const SEQ_INDEX: &str = "BySeq";
 pub struct DynamoStore {
     pub(crate) client: Client,
     pub(crate) table: String,
+    /// The only source of "now" (leases, activity, log times).
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
@@ -86,13 +89,22 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug,
 {
+    conditional_output(r).map(|o| o.is_some())
+}
+
+/// The output of a conditional write, `None` when its condition did not hold.
+pub(crate) fn conditional_output<O, E, R>(r: Result<O, SdkError<E, R>>) -> StoreResult<Option<O>>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
     match r {
-        Ok(_) => Ok(true),
+        Ok(o) => Ok(Some(o)),
         Err(e)
             if e.as_service_error().and_then(ProvideErrorMetadata::code)
                 == Some("ConditionalCheckFailedException") =>
         {
-            Ok(false)
+            Ok(None)
         }
         Err(e) => Err(sdk(e)),
     }
@@ -102,8 +114,10 @@ fn build<T>(r: Result<T, aws_sdk_dynamodb::error::BuildError>) -> StoreResult<T>
     r.map_err(StoreError::new)
 }
 
-fn job_pk(id: &str) -> String {
-    format!("JOB#{id}")
+/// The partition of a job and everything of it (nodes, results, logs). The owner is part of
+/// the key, so a call made for another user addresses nothing (SECURITY.md T1, T4).
+fn job_pk(user: &UserId, job: &JobId) -> String {
+    format!("JOB#{user}#{job}")
 }
 
 const JOB_SK: &str = "JOB";
@@ -123,14 +137,8 @@ fn node_sk(url: &str) -> String {
     format!("URL#{hex}")
 }
 
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
 fn parse_ts(v: Option<&str>) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(v?)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    parse_stored_time(v?)
 }
 
 fn activity(t: DateTime<Utc>) -> String {
@@ -151,11 +159,11 @@ fn cancellation(e: &SdkError<TransactWriteItemsError, impl std::fmt::Debug>) -> 
 }
 
 fn job_item(job: &Job) -> Item {
-    let mut item = key(job_pk(job.job_id.as_str()), JOB_SK.into());
+    let mut item = key(job_pk(&job.user_id, &job.job_id), JOB_SK.into());
     item.insert("user_id".into(), s(job.user_id.as_str()));
     item.insert("kind".into(), s(job.kind.as_str()));
     item.insert("status".into(), s(job.status.as_str()));
-    item.insert("created_at".into(), s(ts(job.created_at)));
+    item.insert("created_at".into(), s(stored_time(job.created_at)));
     item.insert("request".into(), s(job.request.to_string()));
     item.insert("GSI1PK".into(), s(format!("USER#{}", job.user_id)));
     item.insert("GSI1SK".into(), s(job.job_id.as_str()));
@@ -208,14 +216,14 @@ fn job_from_item(item: &Item) -> StoreResult<Job> {
 }
 
 fn node_item(
-    job: &str,
+    pk: &str,
     seq: u64,
     url: &str,
     parent: Option<&str>,
     depth: u32,
     skip: Option<SkipReason>,
 ) -> Item {
-    let mut item = key(job_pk(job), node_sk(url));
+    let mut item = key(pk.to_string(), node_sk(url));
     item.insert("SEQ".into(), n(seq));
     item.insert("url".into(), s(url));
     if let Some(p) = parent {
@@ -257,19 +265,12 @@ fn owed_child(item: &Item, parent: &str) -> Option<NewNode> {
     })
 }
 
-fn level_str(l: LogLevel) -> &'static str {
-    match l {
-        LogLevel::Info => "info",
-        LogLevel::Warn => "warn",
-        LogLevel::Error => "error",
-    }
-}
-
 impl DynamoStore {
-    pub fn new(client: Client, table: &str) -> Self {
+    pub fn new(client: Client, table: &str, clock: Arc<dyn Clock>) -> Self {
         DynamoStore {
             client,
             table: table.to_string(),
+            clock,
         }
     }
 
@@ -283,12 +284,12 @@ impl DynamoStore {
         )
     }
 
-    async fn job_item(&self, job: &str) -> StoreResult<Option<Item>> {
+    async fn job_item(&self, pk: &str) -> StoreResult<Option<Item>> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(job_pk(job), JOB_SK.into())))
+            .set_key(Some(key(pk.to_string(), JOB_SK.into())))
             .consistent_read(true)
             .send()
             .await
@@ -348,7 +349,9 @@ impl DynamoStore {
                 .map_err(sdk)?;
             for item in page.items() {
                 // The index projects the table's keys and `user_id` only.
-                let job = get_s(item, "PK").and_then(|pk| pk.strip_prefix("JOB#"));
+                let job = get_s(item, "PK")
+                    .and_then(|pk| pk.rsplit_once('#'))
+                    .map(|(_, j)| j);
                 if let (Some(u), Some(j)) = (get_s(item, "user_id"), job) {
                     out.push((UserId(u.into()), JobId(j.into())));
                 }
@@ -360,14 +363,13 @@ impl DynamoStore {
         }
     }
 
-    async fn batch_get_nodes(
-        &self,
-        job: &str,
-        urls: &[&str],
-    ) -> StoreResult<HashMap<String, Item>> {
+    async fn batch_get_nodes(&self, pk: &str, urls: &[&str]) -> StoreResult<HashMap<String, Item>> {
         let mut found = HashMap::new();
         for chunk in urls.chunks(100) {
-            let keys: Vec<Item> = chunk.iter().map(|u| key(job_pk(job), node_sk(u))).collect();
+            let keys: Vec<Item> = chunk
+                .iter()
+                .map(|u| key(pk.to_string(), node_sk(u)))
+                .collect();
             let mut request = Some(build(
                 KeysAndAttributes::builder()
                     .set_keys(Some(keys))
@@ -448,24 +450,28 @@ impl DynamoStore {
         Ok(())
     }
 
-    /// Adds `by` to a counter of the job and returns its new value.
-    async fn bump(&self, job: &str, counter: &str, by: u64) -> StoreResult<u64> {
+    /// Adds `by` to a counter of the job and returns its new value; `None` when the job (of
+    /// this owner) does not exist.
+    async fn bump(&self, pk: &str, counter: &str, by: u64) -> StoreResult<Option<u64>> {
         let out = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(job_pk(job), JOB_SK.into())))
+            .set_key(Some(key(pk.to_string(), JOB_SK.into())))
             .update_expression("ADD #c :by")
             .condition_expression("attribute_exists(PK)")
             .expression_attribute_names("#c", counter)
             .expression_attribute_values(":by", n(by))
             .return_values(ReturnValue::UpdatedNew)
             .send()
-            .await
-            .map_err(sdk)?;
+            .await;
+        let Some(out) = conditional_output(out)? else {
+            return Ok(None);
+        };
         out.attributes
             .as_ref()
             .and_then(|a| get_n(a, counter))
+            .map(Some)
             .ok_or_else(|| StoreError(format!("counter {counter} unreadable")))
     }
 
@@ -526,7 +532,14 @@ impl JobStore for DynamoStore {
             }
             let job_put = self.put(job_item(job), "attribute_not_exists(PK)")?;
             items.push(TransactWriteItem::builder().put(job_put).build());
-            let root = node_item(job.job_id.as_str(), 1, root_url, None, 0, None);
+            let root = node_item(
+                &job_pk(&job.user_id, &job.job_id),
+                1,
+                root_url,
+                None,
+                0,
+                None,
+            );
             items.push(
                 TransactWriteItem::builder()
                     .put(self.put(root, "attribute_not_exists(PK)")?)
@@ -562,7 +575,7 @@ impl JobStore for DynamoStore {
     }
 
     async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {
-        match self.job_item(job.as_str()).await? {
+        match self.job_item(&job_pk(user, job)).await? {
             Some(item) if get_s(&item, "user_id") == Some(user.as_str()) => {
                 job_from_item(&item).map(Some)
             }
@@ -621,13 +634,13 @@ impl JobStore for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(job_pk(job.as_str()), JOB_SK.into())))
+            .set_key(Some(key(job_pk(user, job), JOB_SK.into())))
             .update_expression("SET #s = :running, started_at = :at, GSI2SK = :act")
             .condition_expression("#s = :queued AND user_id = :u")
             .expression_attribute_names("#s", "status")
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":queued", s("queued"))
-            .expression_attribute_values(":at", s(ts(at)))
+            .expression_attribute_values(":at", s(stored_time(at)))
             .expression_attribute_values(":act", s(activity(at)))
             .expression_attribute_values(":u", s(user.as_str()))
             .send()
@@ -643,7 +656,7 @@ impl JobStore for DynamoStore {
         error: Option<JobError>,
         at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let Some(item) = self.job_item(job.as_str()).await? else {
+        let Some(item) = self.job_item(&job_pk(user, job)).await? else {
             return Ok(false);
         };
         if get_s(&item, "user_id") != Some(user.as_str()) {
@@ -656,11 +669,11 @@ impl JobStore for DynamoStore {
         for _ in 0..3 {
             let mut update = Update::builder()
                 .table_name(&self.table)
-                .set_key(Some(key(job_pk(job.as_str()), JOB_SK.into())))
+                .set_key(Some(key(job_pk(user, job), JOB_SK.into())))
                 .condition_expression("#s IN (:q, :r) AND user_id = :u")
                 .expression_attribute_names("#s", "status")
                 .expression_attribute_values(":st", s(status.as_str()))
-                .expression_attribute_values(":at", s(ts(at)))
+                .expression_attribute_values(":at", s(stored_time(at)))
                 .expression_attribute_values(":q", s("queued"))
                 .expression_attribute_values(":r", s("running"))
                 .expression_attribute_values(":u", s(user.as_str()));
@@ -746,7 +759,8 @@ impl JobStore for DynamoStore {
         nodes: &[NewNode],
         limit: u64,
     ) -> StoreResult<Vec<NewNode>> {
-        let id = job.as_str();
+        let pk = job_pk(user, job);
+        let id = pk.as_str();
         let mut seen = std::collections::HashSet::new();
         let nodes: Vec<&NewNode> = nodes
             .iter()
@@ -769,16 +783,15 @@ impl JobStore for DynamoStore {
             return Ok(owed);
         }
         let mut contested = Vec::new();
-        let end = self.bump(id, "nodes", fresh.len() as u64).await?;
+        let Some(end) = self.bump(id, "nodes", fresh.len() as u64).await? else {
+            return Ok(Vec::new());
+        };
         let first = end - fresh.len() as u64 + 1;
         let room = MAX_NODES_PER_JOB.saturating_sub(first - 1) as usize;
         let mut limit_reached = false;
         for (i, node) in fresh.into_iter().take(room).enumerate() {
             let seq = first + i as u64;
-            let skip = match node.skip {
-                None if limit_reached => Some(SkipReason::Limit),
-                other => other,
-            };
+            let skip = node.skip_at_limit(limit_reached);
             if skip.is_some() {
                 self.put_if_new(node_item(
                     id,
@@ -798,7 +811,7 @@ impl JobStore for DynamoStore {
             let count = build(
                 Update::builder()
                     .table_name(&self.table)
-                    .set_key(Some(key(job_pk(id), JOB_SK.into())))
+                    .set_key(Some(key(id.to_string(), JOB_SK.into())))
                     .update_expression("ADD discovered :one, pending :one")
                     .condition_expression("discovered < :limit AND user_id = :u")
                     .expression_attribute_values(":one", n(1))
@@ -855,12 +868,11 @@ impl JobStore for DynamoStore {
         holder: &str,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let _ = user;
         let r = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(job_pk(job.as_str()), node_sk(url))))
+            .set_key(Some(key(job_pk(user, job), node_sk(url))))
             // Only a running node has a lease that can run out or a holder (other nodes carry
             // `NEVER` and no holder), so the lease terms need no status test.
             .update_expression("SET #s = :running, lease_until = :until, holder = :me")
@@ -869,7 +881,7 @@ impl JobStore for DynamoStore {
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":queued", s("queued"))
             .expression_attribute_values(":until", n(lease_until.timestamp_millis()))
-            .expression_attribute_values(":now", n(Utc::now().timestamp_millis()))
+            .expression_attribute_values(":now", n(self.clock.now().timestamp_millis()))
             .expression_attribute_values(":me", s(holder))
             .send()
             .await;
@@ -877,12 +889,11 @@ impl JobStore for DynamoStore {
     }
 
     async fn release_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<()> {
-        let _ = user;
         let r = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(job_pk(job.as_str()), node_sk(url))))
+            .set_key(Some(key(job_pk(user, job), node_sk(url))))
             .update_expression("SET #s = :queued, lease_until = :never, holder = :none")
             .expression_attribute_values(":never", n(NEVER))
             .expression_attribute_values(":none", s(""))
@@ -902,7 +913,8 @@ impl JobStore for DynamoStore {
         url: &str,
         outcome: &PageOutcome,
     ) -> StoreResult<Completion> {
-        let id = job.as_str();
+        let pk = job_pk(user, job);
+        let id = pk.as_str();
         let pending =
             |item: Option<Item>| item.as_ref().and_then(|i| get_n(i, "pending")).unwrap_or(0);
         if outcome.status.is_pending() {
@@ -913,7 +925,7 @@ impl JobStore for DynamoStore {
         }
         let mut node = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(key(job_pk(id), node_sk(url))))
+            .set_key(Some(key(id.to_string(), node_sk(url))))
             .condition_expression("#s IN (:q, :r)")
             .expression_attribute_names("#s", "status")
             .expression_attribute_values(":st", s(outcome.status.as_str()))
@@ -938,7 +950,7 @@ impl JobStore for DynamoStore {
         let counters = build(
             Update::builder()
                 .table_name(&self.table)
-                .set_key(Some(key(job_pk(id), JOB_SK.into())))
+                .set_key(Some(key(id.to_string(), JOB_SK.into())))
                 .update_expression(
                     "ADD completed :c, failed :f, pending :minus, results :res SET GSI2SK = :act",
                 )
@@ -947,7 +959,7 @@ impl JobStore for DynamoStore {
                 .expression_attribute_values(":f", n(failed))
                 .expression_attribute_values(":minus", n(-1))
                 .expression_attribute_values(":res", n(results))
-                .expression_attribute_values(":act", s(activity(Utc::now())))
+                .expression_attribute_values(":act", s(activity(self.clock.now())))
                 .expression_attribute_values(":u", s(user.as_str()))
                 .build(),
         )?;
@@ -962,7 +974,7 @@ impl JobStore for DynamoStore {
             )
             .transact_items(TransactWriteItem::builder().update(counters).build());
         if let Some(doc) = &outcome.document_key {
-            let mut item = key(job_pk(id), format!("RES#{}", ulid::Ulid::new()));
+            let mut item = key(id.to_string(), format!("RES#{}", ulid::Ulid::new()));
             item.insert("doc_key".into(), s(doc.clone()));
             tx = tx.transact_items(
                 TransactWriteItem::builder()
@@ -989,12 +1001,11 @@ impl JobStore for DynamoStore {
         job: &JobId,
         url: &str,
     ) -> StoreResult<Option<NodeRow>> {
-        let _ = user;
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(job_pk(job.as_str()), node_sk(url))))
+            .set_key(Some(key(job_pk(user, job), node_sk(url))))
             .consistent_read(true)
             .send()
             .await
@@ -1003,7 +1014,6 @@ impl JobStore for DynamoStore {
     }
 
     async fn tree(&self, user: &UserId, job: &JobId, max: u32) -> StoreResult<Vec<NodeRow>> {
-        let _ = user;
         let mut rows = Vec::new();
         let mut start: Option<Item> = None;
         loop {
@@ -1014,7 +1024,7 @@ impl JobStore for DynamoStore {
                 .index_name(SEQ_INDEX)
                 .consistent_read(true)
                 .key_condition_expression("PK = :pk")
-                .expression_attribute_values(":pk", s(job_pk(job.as_str())))
+                .expression_attribute_values(":pk", s(job_pk(user, job)))
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -1041,10 +1051,9 @@ impl JobStore for DynamoStore {
         cursor: Option<&str>,
         limit: u32,
     ) -> StoreResult<ResultPage> {
-        let _ = user;
-        let pk = job_pk(job.as_str());
+        let pk = job_pk(user, job);
         let total = self
-            .job_item(job.as_str())
+            .job_item(&pk)
             .await?
             .as_ref()
             .and_then(|i| get_n(i, "results"))
@@ -1109,24 +1118,26 @@ impl JobStore for DynamoStore {
     }
 
     async fn append_logs(&self, user: &UserId, job: &JobId, entries: &[NewLog]) -> StoreResult<()> {
-        let _ = user;
         if entries.is_empty() {
             return Ok(());
         }
-        let id = job.as_str();
-        let end = self.bump(id, "log_seq", entries.len() as u64).await?;
+        let pk = job_pk(user, job);
+        let id = pk.as_str();
+        let Some(end) = self.bump(id, "log_seq", entries.len() as u64).await? else {
+            return Ok(());
+        };
         let first = end - entries.len() as u64 + 1;
-        let now = Utc::now();
+        let now = self.clock.now();
         let expires = (now + chrono::Duration::days(LOG_RETENTION_DAYS)).timestamp();
         let items = entries
             .iter()
             .enumerate()
             .map(|(i, e)| {
                 let seq = first + i as u64;
-                let mut item = key(job_pk(id), format!("LOG#{seq:012}"));
+                let mut item = key(id.to_string(), format!("LOG#{seq:012}"));
                 item.insert("seq".into(), n(seq));
-                item.insert("at".into(), s(ts(now)));
-                item.insert("level".into(), s(level_str(e.level)));
+                item.insert("at".into(), s(stored_time(now)));
+                item.insert("level".into(), s(e.level.as_str()));
                 item.insert("message".into(), s(e.message.clone()));
                 if let Some(u) = &e.url {
                     item.insert("url".into(), s(u.clone()));
@@ -1145,7 +1156,6 @@ impl JobStore for DynamoStore {
         after: Option<u64>,
         limit: u32,
     ) -> StoreResult<Vec<LogEntry>> {
-        let _ = user;
         let from = format!("LOG#{:012}", after.unwrap_or(0) + 1);
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
@@ -1155,7 +1165,7 @@ impl JobStore for DynamoStore {
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
-                .expression_attribute_values(":pk", s(job_pk(job.as_str())))
+                .expression_attribute_values(":pk", s(job_pk(user, job)))
                 .expression_attribute_values(":from", s(from.clone()))
                 .expression_attribute_values(":to", s("LOG#~"))
                 .limit((limit as usize - out.len()) as i32)
@@ -1167,12 +1177,8 @@ impl JobStore for DynamoStore {
             for item in page.items() {
                 out.push(LogEntry {
                     seq: get_n(item, "seq").unwrap_or(0),
-                    at: parse_ts(get_s(item, "at")).unwrap_or_else(Utc::now),
-                    level: match get_s(item, "level") {
-                        Some("warn") => LogLevel::Warn,
-                        Some("error") => LogLevel::Error,
-                        _ => LogLevel::Info,
-                    },
+                    at: parse_ts(get_s(item, "at")).unwrap_or_default(),
+                    level: LogLevel::parse(get_s(item, "level").unwrap_or_default()),
                     message: get_s(item, "message").unwrap_or_default().to_string(),
                     url: get_s(item, "url").map(String::from),
                 });

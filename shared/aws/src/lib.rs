@@ -17,6 +17,7 @@ pub use keys::KeyStore;
 pub use s3::S3Blobs;
 pub use sqs::SqsQueue;
 
+use sarvcrawl_core::ports::Clock;
 use std::sync::Arc;
 
 /// The names of the deployment's resources, read from the environment.
@@ -94,9 +95,14 @@ pub struct Aws {
 }
 
 impl Aws {
-    pub fn new(clients: &Clients, names: &Names) -> Self {
+    /// The adapters over `names`' resources; every time they use comes from `clock`.
+    pub fn new(clients: &Clients, names: &Names, clock: Arc<dyn Clock>) -> Self {
         Aws {
-            store: Arc::new(DynamoStore::new(clients.dynamo.clone(), &names.table)),
+            store: Arc::new(DynamoStore::new(
+                clients.dynamo.clone(),
+                &names.table,
+                clock,
+            )),
             queue: Arc::new(
                 SqsQueue::new(clients.sqs.clone(), &names.queue_url)
                     .with_render_queue(names.render_queue_url.as_deref()),

@@ -145,6 +145,17 @@ pub struct NewNode {
     pub skip: Option<SkipReason>,
 }
 
+impl NewNode {
+    /// Why it is skipped once the job's `limit` of claimed URLs is reached: its own reason, or
+    /// `limit` for a URL that would have been fetched.
+    pub fn skip_at_limit(&self, limit_reached: bool) -> Option<SkipReason> {
+        match self.skip {
+            None if limit_reached => Some(SkipReason::Limit),
+            other => other,
+        }
+    }
+}
+
 /// A node of the discovery tree as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRow {
@@ -182,6 +193,38 @@ pub enum LogLevel {
     Info,
     Warn,
     Error,
+}
+
+impl LogLevel {
+    /// Its name, as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+
+    /// The level a stored name stands for (`info` for anything unknown).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "warn" => LogLevel::Warn,
+            "error" => LogLevel::Error,
+            _ => LogLevel::Info,
+        }
+    }
+}
+
+/// A time as the stores keep it: RFC 3339 in UTC, to the microsecond.
+pub fn stored_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// A time kept by [`stored_time`].
+pub fn parse_stored_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 /// A log entry to append.

@@ -12,6 +12,7 @@ pub use blobs::FsBlobs;
 pub use queue::SqliteQueue;
 pub use store::SqliteStore;
 
+use sarvcrawl_core::ports::Clock;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,8 +38,13 @@ pub struct Local {
 }
 
 /// Opens (creating when needed) a data directory: `sarvcrawl.db` and `documents/`.
-/// Tasks that a previous process had received but not finished are made visible again.
-pub fn open(dir: &Path, visibility_timeout: Duration) -> Result<Local, OpenError> {
+/// Tasks that a previous process had received but not finished are made visible again. Every
+/// time the adapters use (leases, visibility, log times) comes from `clock`.
+pub fn open(
+    dir: &Path,
+    visibility_timeout: Duration,
+    clock: Arc<dyn Clock>,
+) -> Result<Local, OpenError> {
     let io = |e| OpenError::Io(dir.to_path_buf(), e);
     std::fs::create_dir_all(dir).map_err(io)?;
     let lock = File::create(dir.join("lock")).map_err(io)?;
@@ -46,10 +52,10 @@ pub fn open(dir: &Path, visibility_timeout: Duration) -> Result<Local, OpenError
         return Err(OpenError::Locked(dir.to_path_buf()));
     }
     let db = Arc::new(db::Db::open(&dir.join("sarvcrawl.db"))?);
-    let queue = SqliteQueue::new(db.clone(), visibility_timeout);
+    let queue = SqliteQueue::new(db.clone(), visibility_timeout, clock.clone());
     queue.release_all()?;
     Ok(Local {
-        store: Arc::new(SqliteStore::new(db)),
+        store: Arc::new(SqliteStore::new(db, clock)),
         queue: Arc::new(queue),
         blobs: Arc::new(FsBlobs::new(dir.join("documents"))),
         _lock: lock,

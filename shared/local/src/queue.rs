@@ -4,7 +4,7 @@
 use crate::db::Db;
 use async_trait::async_trait;
 use rusqlite::params;
-use sarvcrawl_core::ports::{Delivery, StoreResult, Task, WorkQueue};
+use sarvcrawl_core::ports::{Clock, Delivery, StoreResult, Task, WorkQueue};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -14,19 +14,21 @@ pub struct SqliteQueue {
     db: Arc<Db>,
     visibility: Duration,
     arrived: Notify,
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
+    clock: Arc<dyn Clock>,
 }
 
 impl SqliteQueue {
-    pub(crate) fn new(db: Arc<Db>, visibility: Duration) -> Self {
+    pub(crate) fn new(db: Arc<Db>, visibility: Duration, clock: Arc<dyn Clock>) -> Self {
         SqliteQueue {
             db,
             visibility,
             arrived: Notify::new(),
+            clock,
         }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now().timestamp_millis()
     }
 
     /// Makes every received-but-unacknowledged task visible again, and the pages they were
@@ -59,10 +61,10 @@ impl SqliteQueue {
 
     async fn try_receive(&self, max: usize) -> StoreResult<Vec<Delivery>> {
         let visibility = self.visibility.as_millis() as i64;
+        let now = self.now_ms();
         let (deliveries, broken) = self
             .db
             .write(move |tx| {
-                let now = now_ms();
                 let mut pick = tx.prepare_cached(
                     "SELECT id FROM queue WHERE visible_at <= ?1 ORDER BY visible_at, id LIMIT ?2",
                 )?;
@@ -152,7 +154,10 @@ impl WorkQueue for SqliteQueue {
     }
 
     async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
-        let (receipt, at) = (receipt.to_string(), now_ms() + delay.as_millis() as i64);
+        let (receipt, at) = (
+            receipt.to_string(),
+            self.now_ms() + delay.as_millis() as i64,
+        );
         // The task is no longer being worked on: it waits for its next delivery.
         self.db
             .write(move |tx| {

@@ -3,37 +3,31 @@
 
 use crate::db::Db;
 use async_trait::async_trait;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
-    Claim, Completion, CreateOutcome, JobQuery, JobStore, LogEntry, LogLevel, NewLog, NewNode,
-    NodeRow, NodeStatus, PageOutcome, ResultEntry, ResultPage, SkipReason, StoreResult,
-    MAX_NODES_PER_JOB,
+    parse_stored_time, stored_time, Claim, Clock, Completion, CreateOutcome, JobQuery, JobStore,
+    LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry, ResultPage,
+    SkipReason, StoreResult, MAX_NODES_PER_JOB,
 };
 use std::sync::Arc;
 
 /// SQLite-backed [`JobStore`].
 pub struct SqliteStore {
     pub(crate) db: Arc<Db>,
+    /// The only source of "now" (leases, log times).
+    clock: Arc<dyn Clock>,
 }
 
 impl SqliteStore {
-    pub(crate) fn new(db: Arc<Db>) -> Self {
-        SqliteStore { db }
+    pub(crate) fn new(db: Arc<Db>, clock: Arc<dyn Clock>) -> Self {
+        SqliteStore { db, clock }
     }
 }
 
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
 fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-        })
+    parse_stored_time(s).ok_or_else(|| bad("time"))
 }
 
 fn bad(what: &str) -> rusqlite::Error {
@@ -97,22 +91,6 @@ fn pending_of(tx: &Transaction, job: &str) -> rusqlite::Result<u64> {
     })
 }
 
-fn level_str(l: LogLevel) -> &'static str {
-    match l {
-        LogLevel::Info => "info",
-        LogLevel::Warn => "warn",
-        LogLevel::Error => "error",
-    }
-}
-
-fn level_of(s: &str) -> LogLevel {
-    match s {
-        "warn" => LogLevel::Warn,
-        "error" => LogLevel::Error,
-        _ => LogLevel::Info,
-    }
-}
-
 #[async_trait]
 impl JobStore for SqliteStore {
     async fn create_job(
@@ -174,7 +152,7 @@ impl JobStore for SqliteStore {
                         user,
                         job.kind.as_str(),
                         job.status.as_str(),
-                        ts(job.created_at),
+                        stored_time(job.created_at),
                         request
                     ],
                 )?;
@@ -234,7 +212,7 @@ impl JobStore for SqliteStore {
                 let n = tx.execute(
                     "UPDATE jobs SET status = 'running', started_at = ?3
                      WHERE job_id = ?1 AND user_id = ?2 AND status = 'queued'",
-                    params![job, user, ts(at)],
+                    params![job, user, stored_time(at)],
                 )?;
                 Ok(n == 1)
             })
@@ -256,7 +234,7 @@ impl JobStore for SqliteStore {
                 let n = tx.execute(
                     "UPDATE jobs SET status = ?3, error = ?4, finished_at = ?5
                      WHERE job_id = ?1 AND user_id = ?2 AND status IN ('queued', 'running')",
-                    params![job, user, status.as_str(), error, ts(at)],
+                    params![job, user, status.as_str(), error, stored_time(at)],
                 )?;
                 if n == 1 {
                     tx.execute(
@@ -321,10 +299,7 @@ impl JobStore for SqliteStore {
                         if known.exists(params![job, n.url])? {
                             continue;
                         }
-                        let skip = match n.skip {
-                            None if discovered >= limit => Some(SkipReason::Limit),
-                            s => s,
-                        };
+                        let skip = n.skip_at_limit(discovered >= limit);
                         let status = if skip.is_some() { "skipped" } else { "queued" };
                         count += 1;
                         if skip.is_none() {
@@ -375,7 +350,7 @@ impl JobStore for SqliteStore {
             url.to_string(),
             holder.to_string(),
         );
-        let now = Utc::now().timestamp_millis();
+        let now = self.clock.now().timestamp_millis();
         self.db
             .write(move |tx| {
                 if !owns(tx, &user, &job)? {
@@ -557,7 +532,7 @@ impl JobStore for SqliteStore {
         }
         let (user, job) = (user.0.clone(), job.0.clone());
         let entries = entries.to_vec();
-        let at = ts(Utc::now());
+        let at = stored_time(self.clock.now());
         self.db
             .write(move |tx| {
                 if !owns(tx, &user, &job)? {
@@ -567,7 +542,7 @@ impl JobStore for SqliteStore {
                     "INSERT INTO logs (job_id, at, level, message, url) VALUES (?1, ?2, ?3, ?4, ?5)",
                 )?;
                 for e in &entries {
-                    insert.execute(params![job, at, level_str(e.level), e.message, e.url])?;
+                    insert.execute(params![job, at, e.level.as_str(), e.message, e.url])?;
                 }
                 Ok(())
             })
@@ -596,7 +571,7 @@ impl JobStore for SqliteStore {
                     Ok(LogEntry {
                         seq: r.get(0)?,
                         at: parse_ts(&at)?,
-                        level: level_of(&level),
+                        level: LogLevel::parse(&level),
                         message: r.get(3)?,
                         url: r.get(4)?,
                     })

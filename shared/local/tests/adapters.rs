@@ -1,12 +1,13 @@
-//! The SQLite adapters against their port contracts, on a real database on disk.
+//! What only the embedded adapters do, on a real database on disk: the SQLite work queue's
+//! visibility and receive counts, a data directory's lock, tasks a dead process left behind,
+//! schema migrations, and document keys that must stay inside the data directory. The store
+//! ports' contract, which both backends share, is tested on both in `tests/tests/store.rs`.
 
-use chrono::Utc;
-use sarvcrawl_core::domain::{Job, JobKind, JobStatus, UserId};
-use sarvcrawl_core::ports::{
-    BlobStore, Claim, CreateOutcome, JobStore, NewNode, NodeStatus, PageOutcome, SkipReason,
-    SlotClaim, Task, WorkQueue,
-};
-use std::sync::Arc;
+use chrono::{DateTime, Utc};
+use sarvcrawl_core::domain::{Job, JobKind, UserId};
+use sarvcrawl_core::ports::{BlobStore, Clock, SystemClock, Task, WorkQueue};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 fn user(name: &str) -> UserId {
@@ -17,200 +18,27 @@ fn crawl_job(u: &UserId) -> Job {
     Job::new(u.clone(), JobKind::Crawl, serde_json::json!({}), Utc::now())
 }
 
-fn slot() -> SlotClaim {
-    SlotClaim {
-        kind: JobKind::Crawl,
-        lease_until: Utc::now() + chrono::Duration::minutes(15),
+/// A clock that stands still until the test moves it.
+struct TestClock(Mutex<DateTime<Utc>>);
+
+impl Clock for TestClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn one_slot_per_user_and_kind_under_a_race() {
-    let dir = tempfile::tempdir().unwrap();
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(30)).unwrap();
-    let store = local.store.clone();
-    let u = user("u");
-    let attempts = (0..20).map(|_| {
-        let store = store.clone();
-        let job = crawl_job(&u);
-        tokio::spawn(async move {
-            store
-                .create_job(&job, "https://e.com/", Claim::Slot(slot()))
-                .await
-        })
-    });
-    let outcomes: Vec<CreateOutcome> = futures_join(attempts).await;
-    let created = outcomes
-        .iter()
-        .filter(|o| **o == CreateOutcome::Created)
-        .count();
-    assert_eq!(created, 1);
-
-    // Another user is independent; a finished job frees the slot.
-    let other = crawl_job(&user("v"));
-    assert_eq!(
-        store
-            .create_job(&other, "https://e.com/", Claim::Slot(slot()))
-            .await
-            .unwrap(),
-        CreateOutcome::Created
-    );
-    let CreateOutcome::SlotBusy { active_job_id } = store
-        .create_job(&crawl_job(&u), "https://e.com/", Claim::Slot(slot()))
-        .await
-        .unwrap()
-    else {
-        panic!("slot should be busy");
-    };
-    assert!(store
-        .finish_job(&u, &active_job_id, JobStatus::Cancelled, None, Utc::now())
-        .await
-        .unwrap());
-    assert!(
-        !store
-            .finish_job(&u, &active_job_id, JobStatus::Completed, None, Utc::now())
-            .await
-            .unwrap(),
-        "final once"
-    );
-    assert_eq!(
-        store
-            .create_job(&crawl_job(&u), "https://e.com/", Claim::Slot(slot()))
-            .await
-            .unwrap(),
-        CreateOutcome::Created
-    );
-}
-
-async fn futures_join<T: Send + 'static>(
-    handles: impl Iterator<Item = tokio::task::JoinHandle<Result<T, sarvcrawl_core::ports::StoreError>>>,
-) -> Vec<T> {
-    let mut out = Vec::new();
-    for h in handles.collect::<Vec<_>>() {
-        out.push(h.await.unwrap().unwrap());
-    }
-    out
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn an_expired_lease_frees_a_stuck_slot() {
-    let dir = tempfile::tempdir().unwrap();
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(30)).unwrap();
-    let u = user("u");
-    let stuck = crawl_job(&u);
-    let expired = SlotClaim {
-        kind: JobKind::Crawl,
-        lease_until: Utc::now() - chrono::Duration::seconds(1),
-    };
-    local
-        .store
-        .create_job(&stuck, "https://e.com/", Claim::Slot(expired))
-        .await
-        .unwrap();
-    assert_eq!(
-        local
-            .store
-            .create_job(&crawl_job(&u), "https://e.com/", Claim::Slot(slot()))
-            .await
-            .unwrap(),
-        CreateOutcome::Created
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn claims_respect_the_limit_and_count_each_page_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(30)).unwrap();
-    let (store, u) = (local.store.clone(), user("u"));
-    let job = crawl_job(&u);
-    let root = "https://e.com/";
-    store
-        .create_job(&job, root, Claim::Slot(slot()))
-        .await
-        .unwrap();
-    let node = |url: &str, skip| NewNode {
-        url: url.into(),
-        depth: 1,
-        skip,
-    };
-    let nodes = vec![
-        node("https://e.com/a", None),
-        node("https://e.com/b", None),
-        node("https://other.org/", Some(SkipReason::External)),
-        node("https://e.com/c", None),
-    ];
-    let owed = store
-        .add_nodes(&u, &job.job_id, root, &nodes, 3)
-        .await
-        .unwrap();
-    let owed: Vec<&str> = owed.iter().map(|n| n.url.as_str()).collect();
-    assert_eq!(
-        owed,
-        ["https://e.com/a", "https://e.com/b"],
-        "root + 2 = limit 3"
-    );
-    // Seen again (a redelivered page): nothing new is claimed, still-queued children are owed.
-    let again = store
-        .add_nodes(&u, &job.job_id, root, &nodes, 3)
-        .await
-        .unwrap();
-    assert_eq!(again.len(), 2);
-    let tree = store.tree(&u, &job.job_id, 100).await.unwrap();
-    let c = tree.iter().find(|n| n.url == "https://e.com/c").unwrap();
-    assert_eq!(
-        (c.status, c.reason),
-        (NodeStatus::Skipped, Some(SkipReason::Limit))
-    );
-
-    let done = PageOutcome {
-        status: NodeStatus::Completed,
-        status_code: Some(200),
-        document_key: Some("k/a".into()),
-    };
-    let first = store
-        .complete_node(&u, &job.job_id, "https://e.com/a", &done)
-        .await
-        .unwrap();
-    let dup = store
-        .complete_node(&u, &job.job_id, "https://e.com/a", &done)
-        .await
-        .unwrap();
-    assert!(first.applied && !dup.applied);
-    assert_eq!((first.pending, dup.pending), (2, 2));
-    let got = store.get_job(&u, &job.job_id).await.unwrap().unwrap();
-    assert_eq!(
-        (
-            got.progress.pages_discovered,
-            got.progress.pages_completed,
-            got.progress.pages_queued
-        ),
-        (3, 1, 2)
-    );
-    assert_eq!(
-        store
-            .results(&u, &job.job_id, None, 10)
-            .await
-            .unwrap()
-            .total,
-        1
-    );
-    // Another user's id reaches nothing.
-    assert!(store
-        .get_job(&user("x"), &job.job_id)
-        .await
-        .unwrap()
-        .is_none());
-    assert!(store
-        .add_nodes(&user("x"), &job.job_id, root, &nodes, 100)
-        .await
-        .unwrap()
-        .is_empty());
+fn open(
+    dir: &Path,
+    visibility: Duration,
+) -> Result<sarvcrawl_local::Local, sarvcrawl_local::OpenError> {
+    sarvcrawl_local::open(dir, visibility, Arc::new(SystemClock))
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn queue_redelivers_after_the_visibility_timeout_until_acked() {
     let dir = tempfile::tempdir().unwrap();
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(1)).unwrap();
+    let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
+    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(60), clock.clone()).unwrap();
     let q = local.queue.clone();
     let task = Task {
         user_id: user("u"),
@@ -224,12 +52,13 @@ async fn queue_redelivers_after_the_visibility_timeout_until_acked() {
     assert_eq!(first.len(), 1);
     assert_eq!((first[0].receive_count, &first[0].task), (1, &task));
     assert!(
-        q.receive(10, Duration::from_millis(300))
+        q.receive(10, Duration::from_millis(100))
             .await
             .unwrap()
             .is_empty(),
         "invisible while in flight"
     );
+    *clock.0.lock().unwrap() += chrono::Duration::seconds(61);
     let second = q.receive(10, Duration::from_secs(3)).await.unwrap();
     assert_eq!(second[0].receive_count, 2);
     q.ack(&first[0].receipt).await.unwrap();
@@ -253,9 +82,9 @@ async fn reopening_releases_tasks_in_flight_and_locks_the_directory() {
         render: false,
     };
     {
-        let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
+        let local = open(dir.path(), Duration::from_secs(600)).unwrap();
         assert!(
-            sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).is_err(),
+            open(dir.path(), Duration::from_secs(600)).is_err(),
             "one process per directory"
         );
         local.queue.send(std::slice::from_ref(&task)).await.unwrap();
@@ -264,7 +93,7 @@ async fn reopening_releases_tasks_in_flight_and_locks_the_directory() {
             1
         );
     }
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
+    let local = open(dir.path(), Duration::from_secs(600)).unwrap();
     let again = local.queue.receive(1, Duration::ZERO).await.unwrap();
     assert_eq!((again.len(), again[0].receive_count), (1, 2));
     // The delivery that ended with its process counts as interrupted; one handed back on
@@ -276,11 +105,11 @@ async fn reopening_releases_tasks_in_flight_and_locks_the_directory() {
         .await
         .unwrap();
     drop(local);
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
+    let local = open(dir.path(), Duration::from_secs(600)).unwrap();
     let third = local.queue.receive(1, Duration::ZERO).await.unwrap();
     assert_eq!((third[0].receive_count, third[0].interrupted), (3, 1));
     drop(local);
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
+    let local = open(dir.path(), Duration::from_secs(600)).unwrap();
     let fourth = local.queue.receive(1, Duration::ZERO).await.unwrap();
     assert_eq!((fourth[0].receive_count, fourth[0].interrupted), (4, 2));
 }
@@ -296,7 +125,7 @@ async fn a_database_of_the_first_schema_is_migrated() {
         )
         .unwrap();
     }
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(600)).unwrap();
+    let local = open(dir.path(), Duration::from_secs(600)).unwrap();
     let task = Task {
         user_id: user("u"),
         job_id: crawl_job(&user("u")).job_id,
@@ -312,7 +141,7 @@ async fn a_database_of_the_first_schema_is_migrated() {
 #[tokio::test]
 async fn blobs_round_trip_and_refuse_escaping_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(1)).unwrap();
+    let local = open(dir.path(), Duration::from_secs(1)).unwrap();
     let blobs: Arc<dyn BlobStore> = local.blobs.clone();
     blobs
         .put("u/job/doc.json", bytes::Bytes::from_static(b"{}"))

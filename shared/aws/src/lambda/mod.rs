@@ -12,7 +12,7 @@ use ipnet::IpNet;
 use sarvcrawl_core::app::{App, Config};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
-use sarvcrawl_core::ports::{Renderer, SystemClock};
+use sarvcrawl_core::ports::{Clock, Renderer, SystemClock};
 use std::sync::Arc;
 
 pub use lambda_runtime::Error;
@@ -43,8 +43,9 @@ fn allow_nets() -> Result<Vec<IpNet>, Error> {
         .collect()
 }
 
-/// `SARVCRAWL_MAX_ACTIVE_JOBS` (active map, search and upload jobs per user, 10) and
-/// `SARVCRAWL_MONITOR_MIN_INTERVAL` (seconds, 60).
+/// `SARVCRAWL_MAX_ACTIVE_JOBS` (active map, search and upload jobs per user, 10),
+/// `SARVCRAWL_MONITOR_MIN_INTERVAL` (seconds, 60) and `SARVCRAWL_VISIBILITY_TIMEOUT` (seconds:
+/// how long a worker holds a page, the queue's visibility timeout).
 fn config() -> Result<Config, Error> {
     fn number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, Error>
     where
@@ -65,6 +66,10 @@ fn config() -> Result<Config, Error> {
     }
     if let Some(min) = number("SARVCRAWL_MONITOR_MIN_INTERVAL")? {
         config.monitor_min_interval = min;
+    }
+    // The work queue's visibility timeout (template.yaml sets it), as `serve` has its own.
+    if let Some(secs) = number("SARVCRAWL_VISIBILITY_TIMEOUT")? {
+        config = config.with_visibility(std::time::Duration::from_secs(secs));
     }
     Ok(config)
 }
@@ -117,7 +122,8 @@ impl Deployment {
         allow: Vec<IpNet>,
         make: Option<MakeRenderer>,
     ) -> Result<Self, Error> {
-        let mut aws = Aws::new(&clients, &names);
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let mut aws = Aws::new(&clients, &names, clock.clone());
         let fetcher = Fetcher::new(AddressPolicy::new(allow.clone()), FetchConfig::default())?;
         let renderer = match make {
             Some(make) => {
@@ -144,7 +150,7 @@ impl Deployment {
                 aws.store.clone(),
                 aws.queue.clone(),
                 aws.blobs.clone(),
-                Arc::new(SystemClock),
+                clock,
                 Arc::new(fetcher),
                 config,
             )

@@ -56,6 +56,15 @@ pub struct Config {
     pub work_limit: Duration,
 }
 
+impl Config {
+    /// The configuration of workers whose queue redelivers an unacknowledged task after
+    /// `visibility`: a page is held that long before another delivery may take it over.
+    pub fn with_visibility(mut self, visibility: Duration) -> Self {
+        self.task_lease = visibility;
+        self
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {

@@ -97,13 +97,30 @@ impl Monitor {
 }
 
 /// `POST /api/monitors`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MonitorRequest {
     pub url: url::Url,
     pub notify_url: url::Url,
     pub interval_seconds: u64,
     pub selector: Option<String>,
+    #[serde(flatten)]
     pub page: PageOptions,
+}
+
+/// The default interval between checks: an hour.
+pub const DEFAULT_INTERVAL: u64 = 3600;
+
+impl MonitorRequest {
+    /// A monitor of `url` notifying `notify_url`, with the API's defaults.
+    pub fn new(url: url::Url, notify_url: url::Url) -> Self {
+        MonitorRequest {
+            url,
+            notify_url,
+            interval_seconds: DEFAULT_INTERVAL,
+            selector: None,
+            page: PageOptions::default(),
+        }
+    }
 }
 
 /// The longest interval between checks (30 days).
@@ -117,7 +134,7 @@ impl MonitorRequest {
         let notify_url = f.url("notify_url");
         let interval_seconds = f.integer(
             "interval_seconds",
-            3600.max(min_interval),
+            DEFAULT_INTERVAL.max(min_interval),
             min_interval,
             MAX_INTERVAL,
         );
@@ -146,10 +163,13 @@ impl MonitorRequest {
 }
 
 /// `PATCH /api/monitors/{id}`.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct MonitorPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<MonitorStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub interval_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<url::Url>,
 }
 

@@ -19,7 +19,8 @@ pub enum Format {
 }
 
 impl Format {
-    fn parse(s: &str) -> Option<Self> {
+    /// The format a name stands for (`markdown`, `raw_html`, ...).
+    pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "markdown" => Format::Markdown,
             "html" => Format::Html,
@@ -52,12 +53,39 @@ impl PageOptions {
     }
 }
 
+/// The API's defaults: Markdown and metadata of the main content, within 30 s, not rendered.
+impl Default for PageOptions {
+    fn default() -> Self {
+        PageOptions {
+            formats: vec![Format::Markdown, Format::Metadata],
+            only_main_content: true,
+            include_selectors: Vec::new(),
+            exclude_selectors: Vec::new(),
+            headers: BTreeMap::new(),
+            timeout_ms: 30_000,
+            render: false,
+            wait_for: None,
+            wait_ms: 0,
+        }
+    }
+}
+
 /// `POST /api/scrape`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScrapeRequest {
     pub url: String,
     #[serde(flatten)]
     pub page: PageOptions,
+}
+
+impl ScrapeRequest {
+    /// A scrape of `url` with the API's defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        ScrapeRequest {
+            url: url.into(),
+            page: PageOptions::default(),
+        }
+    }
 }
 
 /// `POST /api/crawl`.
@@ -78,6 +106,26 @@ pub struct CrawlRequest {
     pub page: PageOptions,
 }
 
+impl CrawlRequest {
+    /// A crawl from `url` with the API's defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        CrawlRequest {
+            url: url.into(),
+            limit: 100,
+            max_depth: 5,
+            include_paths: Vec::new(),
+            exclude_paths: Vec::new(),
+            allow_subdomains: false,
+            allow_external: false,
+            use_sitemap: true,
+            respect_robots: true,
+            max_concurrency: 8,
+            delay_ms: 0,
+            page: PageOptions::default(),
+        }
+    }
+}
+
 /// `POST /api/map`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MapRequest {
@@ -88,6 +136,19 @@ pub struct MapRequest {
     pub search: Option<String>,
 }
 
+impl MapRequest {
+    /// A map of `url` with the API's defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        MapRequest {
+            url: url.into(),
+            limit: 1000,
+            use_sitemap: true,
+            include_subdomains: false,
+            search: None,
+        }
+    }
+}
+
 /// `POST /api/search`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchRequest {
@@ -96,6 +157,18 @@ pub struct SearchRequest {
     pub scrape: bool,
     #[serde(flatten)]
     pub page: PageOptions,
+}
+
+impl SearchRequest {
+    /// A search for `query` with the API's defaults.
+    pub fn new(query: impl Into<String>) -> Self {
+        SearchRequest {
+            query: query.into(),
+            limit: 5,
+            scrape: true,
+            page: PageOptions::default(),
+        }
+    }
 }
 
 /// `POST /api/upload`: what the query string and the body's type said. The bytes themselves
@@ -183,10 +256,11 @@ pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
             ),
         }
     }
+    let d = PageOptions::default();
     if formats.is_empty() {
-        formats = vec![Format::Markdown, Format::Metadata];
+        formats = d.formats;
     }
-    let only_main_content = f.boolean("only_main_content", true);
+    let only_main_content = f.boolean("only_main_content", d.only_main_content);
     let include_selectors = selectors(f, "include_selectors");
     let exclude_selectors = selectors(f, "exclude_selectors");
     let mut headers = BTreeMap::new();
@@ -200,15 +274,15 @@ pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
             headers.insert(k, v);
         }
     }
-    let timeout_ms = f.integer("timeout_ms", 30_000, 1_000, 120_000);
-    let render = f.boolean("render", false);
+    let timeout_ms = f.integer("timeout_ms", d.timeout_ms, 1_000, 120_000);
+    let render = f.boolean("render", d.render);
     let wait_for = f.string("wait_for", MAX_SELECTOR_LEN);
     if let Some(sel) = &wait_for {
         if scraper::Selector::parse(sel).is_err() {
             f.problem("wait_for", "is not a valid CSS selector");
         }
     }
-    let wait_ms = f.integer("wait_ms", 0, 0, 30_000);
+    let wait_ms = f.integer("wait_ms", d.wait_ms, 0, 30_000);
     PageOptions {
         formats,
         only_main_content,
@@ -263,17 +337,18 @@ impl CrawlRequest {
     /// Parses and validates a crawl body.
     pub fn parse(body: &[u8]) -> Result<Self, Vec<Problem>> {
         let mut f = Fields::from_body(body)?;
+        let d = CrawlRequest::new("");
         let url = f.url("url");
-        let limit = f.integer("limit", 100, 1, 10_000);
-        let max_depth = f.integer("max_depth", 5, 0, 50);
+        let limit = f.integer("limit", d.limit, 1, 10_000);
+        let max_depth = f.integer("max_depth", d.max_depth, 0, 50);
         let include_paths = patterns(&mut f, "include_paths");
         let exclude_paths = patterns(&mut f, "exclude_paths");
-        let allow_subdomains = f.boolean("allow_subdomains", false);
-        let allow_external = f.boolean("allow_external", false);
-        let use_sitemap = f.boolean("use_sitemap", true);
-        let respect_robots = f.boolean("respect_robots", true);
-        let max_concurrency = f.integer("max_concurrency", 8, 1, 64);
-        let delay_ms = f.integer("delay_ms", 0, 0, 60_000);
+        let allow_subdomains = f.boolean("allow_subdomains", d.allow_subdomains);
+        let allow_external = f.boolean("allow_external", d.allow_external);
+        let use_sitemap = f.boolean("use_sitemap", d.use_sitemap);
+        let respect_robots = f.boolean("respect_robots", d.respect_robots);
+        let max_concurrency = f.integer("max_concurrency", d.max_concurrency, 1, 64);
+        let delay_ms = f.integer("delay_ms", d.delay_ms, 0, 60_000);
         let page = page_options(&mut f);
         f.finish()?;
         Ok(CrawlRequest {
@@ -297,10 +372,11 @@ impl MapRequest {
     /// Parses and validates a map body.
     pub fn parse(body: &[u8]) -> Result<Self, Vec<Problem>> {
         let mut f = Fields::from_body(body)?;
+        let d = MapRequest::new("");
         let url = f.url("url");
-        let limit = f.integer("limit", 1000, 1, 30_000);
-        let use_sitemap = f.boolean("use_sitemap", true);
-        let include_subdomains = f.boolean("include_subdomains", false);
+        let limit = f.integer("limit", d.limit, 1, 30_000);
+        let use_sitemap = f.boolean("use_sitemap", d.use_sitemap);
+        let include_subdomains = f.boolean("include_subdomains", d.include_subdomains);
         let search = f.string("search", 256);
         f.finish()?;
         Ok(MapRequest {
@@ -323,8 +399,9 @@ impl SearchRequest {
         } else if query.is_none() {
             f.problem("query", "is required");
         }
-        let limit = f.integer("limit", 5, 1, 20);
-        let scrape = f.boolean("scrape", true);
+        let d = SearchRequest::new("");
+        let limit = f.integer("limit", d.limit, 1, 20);
+        let scrape = f.boolean("scrape", d.scrape);
         let page = page_options(&mut f);
         f.finish()?;
         Ok(SearchRequest {

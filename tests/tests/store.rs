@@ -1,0 +1,610 @@
+//! The store ports' contract, run against both adapters: SQLite on disk and DynamoDB (and S3)
+//! on the AWS emulator. Time comes from a clock the tests move, so leases expire without
+//! waiting. Every test runs on both; a failure names the adapter.
+
+use chrono::{DateTime, Utc};
+use sarvcrawl_core::domain::{
+    Job, JobKind, JobStatus, Monitor, MonitorId, MonitorStatus, PageOptions, UserId,
+};
+use sarvcrawl_core::ports::{
+    BlobStore, Claim, Clock, CreateOutcome, JobQuery, NewLog, NewNode, NodeStatus, PageOutcome,
+    Reservation, SkipReason, SlotClaim, Store,
+};
+use std::sync::{Arc, Mutex};
+
+/// A clock that stands still until a test moves it.
+struct TestClock(Mutex<DateTime<Utc>>);
+
+impl TestClock {
+    fn advance(&self, by: chrono::Duration) {
+        let mut now = self.0.lock().unwrap();
+        *now += by;
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+}
+
+/// One adapter under test.
+struct Subject {
+    name: &'static str,
+    store: Arc<dyn Store>,
+    blobs: Arc<dyn BlobStore>,
+    clock: Arc<TestClock>,
+    _hold: Box<dyn std::any::Any>,
+}
+
+fn clock() -> Arc<TestClock> {
+    Arc::new(TestClock(Mutex::new(Utc::now())))
+}
+
+fn sqlite() -> Subject {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let local = sarvcrawl_local::open(
+        dir.path(),
+        std::time::Duration::from_secs(30),
+        clock.clone(),
+    )
+    .unwrap();
+    Subject {
+        name: "sqlite",
+        store: local.store.clone(),
+        blobs: local.blobs.clone(),
+        clock,
+        _hold: Box::new((local, dir)),
+    }
+}
+
+async fn dynamo() -> Subject {
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL").is_ok(),
+        "the DynamoDB adapter is tested on the AWS emulator: run scripts/test.sh"
+    );
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let prefix = format!(
+        "st{}-{n}-{}",
+        std::process::id(),
+        ulid::Ulid::new().random() % 1_000_000
+    );
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let clients = sarvcrawl_aws::Clients::from_env().await;
+    let template = sarvcrawl_aws::bootstrap::Template::parse(&text).unwrap();
+    let names = sarvcrawl_aws::bootstrap::bootstrap(&clients, &template, &prefix)
+        .await
+        .unwrap();
+    let clock = clock();
+    let aws = sarvcrawl_aws::Aws::new(&clients, &names, clock.clone());
+    Subject {
+        name: "dynamodb",
+        store: aws.store.clone(),
+        blobs: aws.blobs.clone(),
+        clock,
+        _hold: Box::new(()),
+    }
+}
+
+async fn subjects() -> Vec<Subject> {
+    vec![sqlite(), dynamo().await]
+}
+
+fn user(name: &str) -> UserId {
+    UserId(name.into())
+}
+
+fn job_of(s: &Subject, u: &UserId, kind: JobKind) -> Job {
+    Job::new(u.clone(), kind, serde_json::json!({}), s.clock.now())
+}
+
+fn slot(s: &Subject, minutes: i64) -> Claim {
+    Claim::Slot(SlotClaim {
+        kind: JobKind::Crawl,
+        lease_until: s.clock.now() + chrono::Duration::minutes(minutes),
+    })
+}
+
+fn node(url: &str, skip: Option<SkipReason>) -> NewNode {
+    NewNode {
+        url: url.into(),
+        depth: 1,
+        skip,
+    }
+}
+
+const ROOT: &str = "https://e.com/";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_slot_per_user_and_kind_under_a_race() {
+    for s in subjects().await {
+        let u = user("u");
+        let attempts: Vec<_> = (0..20)
+            .map(|_| {
+                let (store, job, claim) = (
+                    s.store.clone(),
+                    job_of(&s, &u, JobKind::Crawl),
+                    slot(&s, 15),
+                );
+                tokio::spawn(async move { store.create_job(&job, ROOT, claim).await })
+            })
+            .collect();
+        let mut created = 0;
+        for a in attempts {
+            if a.await.unwrap().unwrap() == CreateOutcome::Created {
+                created += 1;
+            }
+        }
+        assert_eq!(created, 1, "{}", s.name);
+        // Another user is independent; a finished job frees the slot.
+        let other = job_of(&s, &user("v"), JobKind::Crawl);
+        let r = s
+            .store
+            .create_job(&other, ROOT, slot(&s, 15))
+            .await
+            .unwrap();
+        assert_eq!(r, CreateOutcome::Created, "{}", s.name);
+        let CreateOutcome::SlotBusy { active_job_id } = s
+            .store
+            .create_job(&job_of(&s, &u, JobKind::Crawl), ROOT, slot(&s, 15))
+            .await
+            .unwrap()
+        else {
+            panic!("{}: the slot was not busy", s.name)
+        };
+        let at = s.clock.now();
+        let done = s
+            .store
+            .finish_job(&u, &active_job_id, JobStatus::Completed, None, at);
+        assert!(done.await.unwrap(), "{}", s.name);
+        let next = job_of(&s, &u, JobKind::Crawl);
+        let again = s.store.create_job(&next, ROOT, slot(&s, 15));
+        assert_eq!(again.await.unwrap(), CreateOutcome::Created, "{}", s.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slot_whose_lease_ran_out_is_taken_over() {
+    for s in subjects().await {
+        let u = user("u");
+        let stuck = job_of(&s, &u, JobKind::Crawl);
+        s.store.create_job(&stuck, ROOT, slot(&s, 1)).await.unwrap();
+        let next = || job_of(&s, &u, JobKind::Crawl);
+        let busy = s
+            .store
+            .create_job(&next(), ROOT, slot(&s, 1))
+            .await
+            .unwrap();
+        assert!(matches!(busy, CreateOutcome::SlotBusy { .. }), "{}", s.name);
+        // A renewal by its job keeps it; once the lease runs out, it is taken over.
+        let until = s.clock.now() + chrono::Duration::minutes(5);
+        s.store
+            .renew_slot(&u, &stuck.job_id, JobKind::Crawl, until)
+            .await
+            .unwrap();
+        s.clock.advance(chrono::Duration::minutes(3));
+        let busy = s
+            .store
+            .create_job(&next(), ROOT, slot(&s, 1))
+            .await
+            .unwrap();
+        assert!(matches!(busy, CreateOutcome::SlotBusy { .. }), "{}", s.name);
+        s.clock.advance(chrono::Duration::minutes(3));
+        let taken = s
+            .store
+            .create_job(&next(), ROOT, slot(&s, 1))
+            .await
+            .unwrap();
+        assert_eq!(taken, CreateOutcome::Created, "{}", s.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_respect_the_limit_and_count_each_page_once() {
+    for s in subjects().await {
+        let (store, u) = (s.store.clone(), user("u"));
+        let job = job_of(&s, &u, JobKind::Crawl);
+        store.create_job(&job, ROOT, slot(&s, 15)).await.unwrap();
+        let nodes = vec![
+            node("https://e.com/a", None),
+            node("https://e.com/b", None),
+            node("https://other.org/", Some(SkipReason::External)),
+            node("https://e.com/c", None),
+        ];
+        let owed = store
+            .add_nodes(&u, &job.job_id, ROOT, &nodes, 3)
+            .await
+            .unwrap();
+        let mut owed: Vec<&str> = owed.iter().map(|n| n.url.as_str()).collect();
+        owed.sort();
+        assert_eq!(
+            owed,
+            ["https://e.com/a", "https://e.com/b"],
+            "{}: root + 2 = limit 3",
+            s.name
+        );
+        // Seen again (a redelivered page): nothing new is claimed, still-queued children are
+        // owed.
+        let again = store
+            .add_nodes(&u, &job.job_id, ROOT, &nodes, 3)
+            .await
+            .unwrap();
+        assert_eq!(again.len(), 2, "{}", s.name);
+        let tree = store.tree(&u, &job.job_id, 100).await.unwrap();
+        let c = tree.iter().find(|n| n.url == "https://e.com/c").unwrap();
+        assert_eq!(
+            (c.status, c.reason),
+            (NodeStatus::Skipped, Some(SkipReason::Limit)),
+            "{}",
+            s.name
+        );
+        let done = PageOutcome {
+            status: NodeStatus::Completed,
+            status_code: Some(200),
+            document_key: Some("k/a".into()),
+        };
+        let first = store
+            .complete_node(&u, &job.job_id, "https://e.com/a", &done)
+            .await
+            .unwrap();
+        let dup = store
+            .complete_node(&u, &job.job_id, "https://e.com/a", &done)
+            .await
+            .unwrap();
+        assert!(first.applied && !dup.applied, "{}", s.name);
+        assert_eq!((first.pending, dup.pending), (2, 2), "{}", s.name);
+        let got = store.get_job(&u, &job.job_id).await.unwrap().unwrap();
+        let p = got.progress;
+        assert_eq!(
+            (p.pages_discovered, p.pages_completed, p.pages_queued),
+            (3, 1, 2),
+            "{}",
+            s.name
+        );
+        let results = store.results(&u, &job.job_id, None, 10).await.unwrap();
+        assert_eq!(results.total, 1, "{}", s.name);
+        assert_eq!(results.entries[0].key, "k/a", "{}", s.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_is_held_under_its_lease_and_taken_over_after() {
+    for s in subjects().await {
+        let (store, u) = (s.store.clone(), user("u"));
+        let job = job_of(&s, &u, JobKind::Scrape);
+        store.create_job(&job, ROOT, Claim::Free).await.unwrap();
+        let until = |minutes| s.clock.now() + chrono::Duration::minutes(minutes);
+        assert!(
+            store
+                .start_node(&u, &job.job_id, ROOT, "a", until(5))
+                .await
+                .unwrap(),
+            "{}",
+            s.name
+        );
+        // Another attempt waits; the holder may retry its own write.
+        assert!(
+            !store
+                .start_node(&u, &job.job_id, ROOT, "b", until(5))
+                .await
+                .unwrap(),
+            "{}",
+            s.name
+        );
+        assert!(
+            store
+                .start_node(&u, &job.job_id, ROOT, "a", until(5))
+                .await
+                .unwrap(),
+            "{}",
+            s.name
+        );
+        s.clock.advance(chrono::Duration::minutes(6));
+        assert!(
+            store
+                .start_node(&u, &job.job_id, ROOT, "b", until(5))
+                .await
+                .unwrap(),
+            "{}",
+            s.name
+        );
+        // Given back after a failed attempt, it is free at once.
+        store.release_node(&u, &job.job_id, ROOT).await.unwrap();
+        let n = store
+            .get_node(&u, &job.job_id, ROOT)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n.status, NodeStatus::Queued, "{}", s.name);
+        assert!(
+            store
+                .start_node(&u, &job.job_id, ROOT, "c", until(5))
+                .await
+                .unwrap(),
+            "{}",
+            s.name
+        );
+    }
+}
+
+/// A monitor of `u` as the service stores it.
+fn monitor(s: &Subject, u: &UserId) -> Monitor {
+    let now = s.clock.now();
+    Monitor {
+        monitor_id: MonitorId::generate(),
+        user_id: u.clone(),
+        url: ROOT.into(),
+        notify_url: "https://hooks.example/".into(),
+        interval_seconds: 3600,
+        selector: None,
+        page: PageOptions::default(),
+        status: MonitorStatus::Active,
+        secret: "whsec_x".into(),
+        created_at: now,
+        last_checked_at: None,
+        last_changed_at: None,
+        next_check_at: now,
+        checks: 0,
+        changes: 0,
+        last_delivery: None,
+        snapshot: None,
+        running: None,
+        version: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_users_calls_never_reach_another_users_job() {
+    for s in subjects().await {
+        let (store, a, b) = (s.store.clone(), user("alice"), user("bob"));
+        let name = s.name;
+        let job = job_of(&s, &a, JobKind::Crawl);
+        let id = &job.job_id;
+        store.create_job(&job, ROOT, slot(&s, 15)).await.unwrap();
+        store
+            .append_logs(&a, id, &[NewLog::info("alice's")])
+            .await
+            .unwrap();
+        let first = [node("https://e.com/a", None)];
+        let claimed = store.add_nodes(&a, id, ROOT, &first, 10);
+        assert_eq!(claimed.await.unwrap().len(), 1, "{name}");
+        let done = PageOutcome {
+            status: NodeStatus::Completed,
+            status_code: Some(200),
+            document_key: Some("alice/doc".into()),
+        };
+        store
+            .complete_node(&a, id, "https://e.com/a", &done)
+            .await
+            .unwrap();
+        let later = s.clock.now() + chrono::Duration::minutes(5);
+
+        // Bob reads nothing of it...
+        assert!(
+            store.get_job(&b, id).await.unwrap().is_none(),
+            "{name}: get_job"
+        );
+        let q = JobQuery {
+            limit: 10,
+            ..JobQuery::default()
+        };
+        assert!(
+            store.list_jobs(&b, &q).await.unwrap().is_empty(),
+            "{name}: list_jobs"
+        );
+        assert!(
+            store.get_node(&b, id, ROOT).await.unwrap().is_none(),
+            "{name}: get_node"
+        );
+        assert!(
+            store.tree(&b, id, 100).await.unwrap().is_empty(),
+            "{name}: tree"
+        );
+        let results = store.results(&b, id, None, 10).await.unwrap();
+        assert!(
+            results.entries.is_empty() && results.total == 0,
+            "{name}: results"
+        );
+        assert!(
+            store.logs(&b, id, None, 10).await.unwrap().is_empty(),
+            "{name}: logs"
+        );
+        // ...and changes nothing of it.
+        assert!(
+            !store.start_job(&b, id, s.clock.now()).await.unwrap(),
+            "{name}: start_job"
+        );
+        assert!(
+            store
+                .add_nodes(&b, id, ROOT, &[node("https://e.com/b", None)], 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{name}: add_nodes"
+        );
+        assert!(
+            !store.start_node(&b, id, ROOT, "bob", later).await.unwrap(),
+            "{name}: start_node"
+        );
+        let _ = store.release_node(&b, id, ROOT).await;
+        let c = store.complete_node(&b, id, ROOT, &done).await.unwrap();
+        assert!(!c.applied, "{name}: complete_node");
+        let _ = store.append_logs(&b, id, &[NewLog::info("bob's")]).await;
+        let _ = store.renew_slot(&b, id, JobKind::Crawl, later).await;
+        let finished = store.finish_job(&b, id, JobStatus::Cancelled, None, s.clock.now());
+        assert!(!finished.await.unwrap(), "{name}: finish_job");
+
+        let mine = store.get_job(&a, id).await.unwrap().unwrap();
+        assert_eq!(mine.status, JobStatus::Queued, "{name}");
+        let p = mine.progress;
+        assert_eq!(
+            (p.pages_discovered, p.pages_completed, p.pages_queued),
+            (2, 1, 1),
+            "{name}"
+        );
+        let tree = store.tree(&a, id, 100).await.unwrap();
+        assert_eq!(tree.len(), 2, "{name}: bob's node was added");
+        let root = store.get_node(&a, id, ROOT).await.unwrap().unwrap();
+        assert_eq!(
+            root.status,
+            NodeStatus::Queued,
+            "{name}: bob moved alice's page"
+        );
+        let logs = store.logs(&a, id, None, 10).await.unwrap();
+        let messages: Vec<&str> = logs.iter().map(|l| l.message.as_str()).collect();
+        assert_eq!(messages, ["alice's"], "{name}");
+        // Alice's slot is still hers.
+        let busy = store
+            .create_job(&job_of(&s, &a, JobKind::Crawl), ROOT, slot(&s, 15))
+            .await
+            .unwrap();
+        assert!(
+            matches!(busy, CreateOutcome::SlotBusy { .. }),
+            "{name}: the slot was freed"
+        );
+
+        // Monitors and idempotency keys are each user's own too.
+        let m = monitor(&s, &a);
+        store.insert_monitor(&m).await.unwrap();
+        assert!(
+            store
+                .get_monitor(&b, &m.monitor_id)
+                .await
+                .unwrap()
+                .is_none(),
+            "{name}"
+        );
+        assert!(store.list_monitors(&b).await.unwrap().is_empty(), "{name}");
+        assert!(
+            !store.delete_monitor(&b, &m.monitor_id).await.unwrap(),
+            "{name}"
+        );
+        let forged = Monitor {
+            user_id: b.clone(),
+            status: MonitorStatus::Paused,
+            ..m.clone()
+        };
+        assert!(
+            !store.save_monitor(&forged).await.unwrap(),
+            "{name}: save_monitor"
+        );
+        let kept = store.get_monitor(&a, &m.monitor_id).await.unwrap().unwrap();
+        assert_eq!(kept.status, MonitorStatus::Active, "{name}");
+        let (now, until) = (s.clock.now(), s.clock.now() + chrono::Duration::hours(24));
+        let first = store.reserve(&a, "key-1", "h1", now, until).await.unwrap();
+        let other = store.reserve(&b, "key-1", "h2", now, until).await.unwrap();
+        assert_eq!(
+            (first, other),
+            (Reservation::Reserved, Reservation::Reserved),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idempotency_records_answer_until_they_expire() {
+    for s in subjects().await {
+        let (store, u) = (s.store.clone(), user("u"));
+        let now = s.clock.now();
+        let until = now + chrono::Duration::hours(24);
+        assert_eq!(
+            store.reserve(&u, "k", "h", now, until).await.unwrap(),
+            Reservation::Reserved
+        );
+        let pending = store.reserve(&u, "k", "h", now, until).await.unwrap();
+        assert_eq!(
+            pending,
+            Reservation::Pending { hash: "h".into() },
+            "{}",
+            s.name
+        );
+        store
+            .complete(&u, "k", "{\"job_id\":1}", until)
+            .await
+            .unwrap();
+        let done = store.reserve(&u, "k", "h", now, until).await.unwrap();
+        let expected = Reservation::Done {
+            hash: "h".into(),
+            response: "{\"job_id\":1}".into(),
+        };
+        assert_eq!(done, expected, "{}", s.name);
+        // A released reservation is free again; an expired record is forgotten.
+        assert_eq!(
+            store.reserve(&u, "r", "h", now, until).await.unwrap(),
+            Reservation::Reserved
+        );
+        store.release(&u, "r").await.unwrap();
+        assert_eq!(
+            store.reserve(&u, "r", "h", now, until).await.unwrap(),
+            Reservation::Reserved
+        );
+        let later = until + chrono::Duration::seconds(1);
+        let again = store.reserve(&u, "k", "h2", later, later + chrono::Duration::hours(24));
+        assert_eq!(again.await.unwrap(), Reservation::Reserved, "{}", s.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn monitors_are_written_over_the_version_they_were_read_at() {
+    for s in subjects().await {
+        let (store, u) = (s.store.clone(), user("u"));
+        let m = monitor(&s, &u);
+        store.insert_monitor(&m).await.unwrap();
+        let read = store.get_monitor(&u, &m.monitor_id).await.unwrap().unwrap();
+        let mut first = read.clone();
+        first.checks = 1;
+        assert!(store.save_monitor(&first).await.unwrap(), "{}", s.name);
+        let mut stale = read;
+        stale.checks = 99;
+        assert!(
+            !store.save_monitor(&stale).await.unwrap(),
+            "{}: a stale write won",
+            s.name
+        );
+        let now = store.get_monitor(&u, &m.monitor_id).await.unwrap().unwrap();
+        assert_eq!((now.checks, now.version), (1, 1), "{}", s.name);
+        let due = store.due_monitors(s.clock.now(), 10).await.unwrap();
+        assert!(
+            due.iter().any(|d| d.monitor_id == m.monitor_id),
+            "{}",
+            s.name
+        );
+        assert!(
+            store.delete_monitor(&u, &m.monitor_id).await.unwrap(),
+            "{}",
+            s.name
+        );
+        assert!(
+            store
+                .get_monitor(&u, &m.monitor_id)
+                .await
+                .unwrap()
+                .is_none(),
+            "{}",
+            s.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn documents_round_trip() {
+    for s in subjects().await {
+        let body = bytes::Bytes::from_static(b"{\"markdown\":\"# hi\"}");
+        s.blobs.put("u/job_1/doc.json", body.clone()).await.unwrap();
+        assert_eq!(
+            s.blobs.get("u/job_1/doc.json").await.unwrap(),
+            Some(body),
+            "{}",
+            s.name
+        );
+        assert_eq!(
+            s.blobs.get("u/job_1/none.json").await.unwrap(),
+            None,
+            "{}",
+            s.name
+        );
+    }
+}
