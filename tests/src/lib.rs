@@ -3,6 +3,7 @@
 //! listeners that count connections.
 
 pub mod browser;
+pub mod clock;
 pub mod fixture;
 pub mod procs;
 pub mod proxy;

@@ -143,6 +143,14 @@ impl Chromium {
         }
     }
 
+    /// The process id of the running browser, if one runs (its renderers are its children).
+    pub async fn browser_pid(&self) -> Option<u32> {
+        let slot = self.instance.lock().await;
+        slot.as_ref()
+            .filter(|i| i.alive())
+            .and_then(|i| i.process.id())
+    }
+
     /// Stops the browser now (it is also stopped when the renderer is dropped).
     pub async fn shutdown(&self) {
         self.instance.lock().await.take();

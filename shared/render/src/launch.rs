@@ -61,6 +61,11 @@ impl Process {
         self.endpoint.clone()
     }
 
+    /// The browser's process id.
+    pub(crate) fn id(&self) -> Option<u32> {
+        self.child.lock().ok().and_then(|c| c.id())
+    }
+
     /// Whether the browser process still runs (one that ended is reaped here).
     pub(crate) fn running(&self) -> bool {
         self.child

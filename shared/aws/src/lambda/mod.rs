@@ -95,7 +95,17 @@ impl Deployment {
 
     /// From given clients and names; `allow` opens networks blocked by default.
     pub fn new(clients: Clients, names: Names, allow: Vec<IpNet>) -> Result<Self, Error> {
-        Self::build(clients, names, allow, None)
+        Self::build(clients, names, allow, None, Arc::new(SystemClock))
+    }
+
+    /// [`Deployment::new`] with time from `clock` (tests move a clock of their own).
+    pub fn with_clock(
+        clients: Clients,
+        names: Names,
+        allow: Vec<IpNet>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, Error> {
+        Self::build(clients, names, allow, None, clock)
     }
 
     /// The render worker's deployment, from the environment: it consumes the render queue
@@ -113,7 +123,7 @@ impl Deployment {
         allow: Vec<IpNet>,
         make: MakeRenderer,
     ) -> Result<Self, Error> {
-        Self::build(clients, names, allow, Some(make))
+        Self::build(clients, names, allow, Some(make), Arc::new(SystemClock))
     }
 
     fn build(
@@ -121,8 +131,8 @@ impl Deployment {
         names: Names,
         allow: Vec<IpNet>,
         make: Option<MakeRenderer>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Self, Error> {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut aws = Aws::new(&clients, &names, clock.clone());
         let fetcher = Fetcher::new(AddressPolicy::new(allow.clone()), FetchConfig::default())?;
         let renderer = match make {

@@ -2,7 +2,7 @@
 //! on the AWS emulator. Time comes from a clock the tests move, so leases expire without
 //! waiting. Every test runs on both; a failure names the adapter.
 
-use chrono::{DateTime, Utc};
+use e2e::clock::TestClock;
 use sarvcrawl_core::domain::{
     Job, JobKind, JobStatus, Monitor, MonitorId, MonitorStatus, PageOptions, UserId,
 };
@@ -10,23 +10,7 @@ use sarvcrawl_core::ports::{
     BlobStore, Claim, Clock, CreateOutcome, JobQuery, NewLog, NewNode, NodeStatus, PageOutcome,
     Reservation, SkipReason, SlotClaim, Store,
 };
-use std::sync::{Arc, Mutex};
-
-/// A clock that stands still until a test moves it.
-struct TestClock(Mutex<DateTime<Utc>>);
-
-impl TestClock {
-    fn advance(&self, by: chrono::Duration) {
-        let mut now = self.0.lock().unwrap();
-        *now += by;
-    }
-}
-
-impl Clock for TestClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
+use std::sync::Arc;
 
 /// One adapter under test.
 struct Subject {
@@ -38,7 +22,7 @@ struct Subject {
 }
 
 fn clock() -> Arc<TestClock> {
-    Arc::new(TestClock(Mutex::new(Utc::now())))
+    Arc::new(TestClock::now_at_start())
 }
 
 fn sqlite() -> Subject {
@@ -60,24 +44,7 @@ fn sqlite() -> Subject {
 }
 
 async fn dynamo() -> Subject {
-    assert!(
-        std::env::var("AWS_ENDPOINT_URL").is_ok(),
-        "the DynamoDB adapter is tested on the AWS emulator: run scripts/test.sh"
-    );
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let prefix = format!(
-        "st{}-{n}-{}",
-        std::process::id(),
-        ulid::Ulid::new().random() % 1_000_000
-    );
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
-    let clients = sarvcrawl_aws::Clients::from_env().await;
-    let template = sarvcrawl_aws::bootstrap::Template::parse(&text).unwrap();
-    let names = sarvcrawl_aws::bootstrap::bootstrap(&clients, &template, &prefix)
-        .await
-        .unwrap();
+    let (clients, names) = crate::emulator::resources().await;
     let clock = clock();
     let aws = sarvcrawl_aws::Aws::new(&clients, &names, clock.clone());
     Subject {

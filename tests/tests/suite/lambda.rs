@@ -4,43 +4,26 @@
 
 use aws_lambda_events::apigw::ApiGatewayV2CustomAuthorizerV2Request;
 use aws_lambda_events::sqs::SqsEvent;
+use e2e::clock::TestClock;
 use e2e::{Route, Site};
-use sarvcrawl_aws::bootstrap::{bootstrap, Template};
 use sarvcrawl_aws::lambda::{authorizer, dlq, http, scheduler, worker, Deployment};
-use sarvcrawl_aws::{Clients, Names};
 use sarvcrawl_core::domain::{JobId, JobStatus, UserId};
-use sarvcrawl_core::ports::{BlobStore, JobStore, Task, WorkQueue};
+use sarvcrawl_core::ports::{BlobStore, Clock, JobStore, Task, WorkQueue};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 async fn deployment() -> Deployment {
-    let (clients, names) = resources().await;
+    let (clients, names) = crate::emulator::resources().await;
     Deployment::new(clients, names, vec!["127.0.0.1/32".parse().unwrap()]).unwrap()
 }
 
-/// Fresh resources made from `template.yaml` on the emulator.
-async fn resources() -> (Clients, Names) {
-    assert!(
-        std::env::var("AWS_ENDPOINT_URL").is_ok(),
-        "these tests need the AWS emulator: run scripts/test.sh"
-    );
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let prefix = format!("fn{}-{n}-{}", std::process::id(), ulid_suffix());
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
-    let clients = Clients::from_env().await;
-    let names = bootstrap(&clients, &Template::parse(&text).unwrap(), &prefix)
-        .await
-        .unwrap();
-    (clients, names)
-}
-
-fn ulid_suffix() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos())
+/// A deployment whose time is `clock`'s.
+async fn deployment_at(clock: Arc<TestClock>) -> Deployment {
+    let (clients, names) = crate::emulator::resources().await;
+    let allow = vec!["127.0.0.1/32".parse().unwrap()];
+    Deployment::with_clock(clients, names, allow, clock).unwrap()
 }
 
 /// An API Gateway HTTP API (payload 2.0) event with a JSON body, as the authorizer leaves it.
@@ -202,7 +185,7 @@ async fn worker_reports_exactly_the_message_that_failed() {
         .table_name(&d.names.table)
         .item(
             "PK",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("JOB#{}", broken.as_str())),
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("JOB#w9#{}", broken.as_str())),
         )
         .item(
             "SK",
@@ -318,7 +301,8 @@ async fn dead_letters_fail_the_job_and_free_the_slot() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sweep_fails_stalled_jobs_only_and_frees_their_slots() {
-    let d = deployment().await;
+    let clock = Arc::new(TestClock::now_at_start());
+    let d = deployment_at(clock.clone()).await;
     let submit = |user: &'static str| {
         let app = d.app.clone();
         async move {
@@ -334,7 +318,7 @@ async fn the_sweep_fails_stalled_jobs_only_and_frees_their_slots() {
     };
     // No worker runs: both jobs stay queued, one of them long enough to count as stalled.
     let stalled = submit("sw1").await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    clock.advance(chrono::Duration::milliseconds(1500));
     let fresh = submit("sw2").await;
     let failed = scheduler::sweep(&d.app, &d.aws.store, Duration::from_secs(1))
         .await
@@ -365,7 +349,7 @@ async fn the_sweep_fails_stalled_jobs_only_and_frees_their_slots() {
         .any(|l| l.message.starts_with("failed: no progress")));
     // The stalled job's slot is free again. Later, a sweep fails the job that has stalled
     // since, and neither the new one nor the one already failed.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clock.advance(chrono::Duration::milliseconds(1100));
     let next = submit("sw1").await;
     let again = scheduler::sweep(&d.app, &d.aws.store, Duration::from_secs(1))
         .await
@@ -465,7 +449,8 @@ async fn two_schedulers_at_once_start_a_due_check_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
-    let d = deployment().await;
+    let clock = Arc::new(TestClock::now_at_start());
+    let d = deployment_at(clock.clone()).await;
     let body = json!({"url": "https://example.com/", "use_sitemap": false});
     let resp = http::handle(
         &d.app,
@@ -477,7 +462,7 @@ async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
     let user = UserId("dh".into());
     let url = "https://example.com/";
     // A worker is fetching the page (a duplicate delivery of its task went to the DLQ).
-    let until = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let until = clock.now() + chrono::Duration::seconds(2);
     assert!(d
         .aws
         .store
@@ -499,7 +484,7 @@ async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
         "the page being fetched is not given up"
     );
     // Once the lease has run out (the worker died), the dead letter ends the job.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    clock.advance(chrono::Duration::milliseconds(2100));
     let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task)])).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(final_status(&d, &user, &id).await, JobStatus::Failed);
@@ -514,7 +499,7 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
         Route::Html(scripted.into()),
     )]))
     .await;
-    let (clients, mut names) = resources().await;
+    let (clients, mut names) = crate::emulator::resources().await;
     let allow = vec!["127.0.0.1/32".parse().unwrap()];
 
     // Without a render queue the deployment has no browser: 503, nothing stored.

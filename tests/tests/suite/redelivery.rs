@@ -44,19 +44,7 @@ type Ports = (
 /// DynamoDB, SQS and S3 resources on the emulator.
 async fn ports(dir: &std::path::Path) -> Ports {
     if e2e::server::aws_backend() {
-        use sarvcrawl_aws::bootstrap::{bootstrap, Template};
-        let text =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml"))
-                .unwrap();
-        let clients = sarvcrawl_aws::Clients::from_env().await;
-        let prefix = format!(
-            "rd{}-{}",
-            std::process::id(),
-            ulid::Ulid::new().to_string().to_lowercase()
-        );
-        let names = bootstrap(&clients, &Template::parse(&text).unwrap(), &prefix)
-            .await
-            .unwrap();
+        let (clients, names) = crate::emulator::resources().await;
         let aws = sarvcrawl_aws::Aws::new(&clients, &names, Arc::new(SystemClock));
         return (
             aws.store.clone(),

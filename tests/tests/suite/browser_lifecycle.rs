@@ -1,8 +1,8 @@
 //! The browser's life: many renders in a row leave no processes or memory behind (after 200
-//! pages the Chromium process count is what it was after the first 10, and the memory of the
-//! worker and its browser has not grown with the pages); a killed browser is replaced; none
-//! outlives the renderer. (Alone in its test binary, so the processes counted are this
-//! renderer's only.)
+//! pages the Chromium process count is what it was after the first 10, and the browser's memory
+//! has not grown with the pages); a killed browser is replaced; none outlives the renderer.
+//! Only this renderer's browser and its children are counted (and killed): other tests of the
+//! suite run their own processes meanwhile.
 
 use e2e::browser::{chromium, render};
 use e2e::fixture::{Route, Site};
@@ -10,18 +10,32 @@ use e2e::procs::{footprint, kill, members};
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The process count and memory once two readings half a second apart agree on the count.
-async fn settled(me: u32) -> (usize, u64) {
-    let mut last = footprint(me);
+/// The browser's process count (itself and its children) and their memory.
+fn browser(root: u32) -> (usize, u64) {
+    let (children, memory) = footprint(root);
+    (children + 1, memory)
+}
+
+/// [`browser`] once two readings half a second apart agree on the count.
+async fn settled(root: u32) -> (usize, u64) {
+    let mut last = browser(root);
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = footprint(me);
+        let now = browser(root);
         if now.0 == last.0 {
             return now;
         }
         last = now;
     }
     last
+}
+
+/// Whether a process runs (a zombie waiting to be reaped does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(')').map_or("", |(_, r)| r).trim_start();
+        !state.starts_with('Z')
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -34,14 +48,14 @@ async fn chromium_leaves_nothing_behind_and_is_replaced_when_killed() {
     let site = Site::start(HashMap::from([("/".to_string(), Route::Html(page.into()))])).await;
     let renderer = chromium(1);
     let url = site.url("/");
-    let me = std::process::id();
     let mut after_10 = (0, 0);
     for n in 1..=200 {
         let r = render(&renderer, &url, None).await;
         let body = r.page.expect("rendered").body;
         assert!(String::from_utf8_lossy(&body).contains("row 199"));
         if n == 10 {
-            after_10 = settled(me).await;
+            let root = renderer.browser_pid().await.expect("a browser runs");
+            after_10 = settled(root).await;
             println!(
                 "after 10 renders: {} browser processes, {} MiB resident",
                 after_10.0,
@@ -50,13 +64,14 @@ async fn chromium_leaves_nothing_behind_and_is_replaced_when_killed() {
         }
     }
     // Closed contexts' processes exit on their own time: give them a few seconds.
-    let mut now = settled(me).await;
+    let root = renderer.browser_pid().await.expect("a browser runs");
+    let mut now = settled(root).await;
     for _ in 0..20 {
         if now.0 <= after_10.0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        now = footprint(me);
+        now = browser(root);
     }
     println!(
         "after 200 renders: {} browser processes, {} MiB resident",
@@ -72,20 +87,25 @@ async fn chromium_leaves_nothing_behind_and_is_replaced_when_killed() {
         "memory grew by more than half: {after_10:?} -> {now:?}"
     );
 
-    // Kill every browser process: the next render starts a new browser.
-    let before = members(me);
+    // Kill every process of the browser: the next render starts a new browser.
+    let mut before = members(root);
+    before.push(root);
     before.iter().for_each(|&pid| kill(pid));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = render(&renderer, &url, None).await;
     assert!(r.page.is_ok(), "no render after the browser was killed");
-    let after = members(me);
-    assert!(!after.is_empty() && after.iter().all(|p| !before.contains(p)));
+    let new_root = renderer.browser_pid().await.expect("a new browser runs");
+    assert!(!before.contains(&new_root));
+    let mut last = members(new_root);
+    last.push(new_root);
 
     renderer.shutdown().await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        footprint(me).0,
-        0,
-        "a browser process outlived the renderer"
-    );
+    let gone = |pids: &[u32]| pids.iter().all(|&p| !alive(p));
+    for _ in 0..20 {
+        if gone(&last) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(gone(&last), "a browser process outlived the renderer");
 }
