@@ -95,6 +95,148 @@ pub(crate) fn render(
     blocks.join("\n\n")
 }
 
+/// Whether `c` (after `prev`, before `rest`) must be escaped in Markdown text: the characters
+/// of inline syntax, `<` (raw HTML), `&` that would start an entity, and `|` (a table row).
+fn escapes(prev: Option<char>, c: char, rest: &str) -> bool {
+    match c {
+        '\\' | '*' | '`' | '[' | ']' | '<' | '|' | '~' => true,
+        // An underscore inside a word never starts emphasis in GFM.
+        '_' => {
+            let inside = prev.is_some_and(char::is_alphanumeric)
+                && rest.chars().next().is_some_and(char::is_alphanumeric);
+            !inside
+        }
+        '&' => starts_entity(rest),
+        _ => false,
+    }
+}
+
+/// Whether what follows an `&` reads as an entity or character reference (`lt;`, `#60;`,
+/// `#x3C;`).
+fn starts_entity(rest: &str) -> bool {
+    let Some(end) = rest.find(';').filter(|&e| e > 0 && e <= 32) else {
+        return false;
+    };
+    let name = &rest[..end];
+    if let Some(num) = name.strip_prefix('#') {
+        return match num.strip_prefix(['x', 'X']) {
+            Some(hex) => !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()),
+            None => !num.is_empty() && num.chars().all(|c| c.is_ascii_digit()),
+        };
+    }
+    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// A paragraph line that CommonMark would read as the start of another block, escaped:
+/// `# heading`, `> quote`, `- item`, `+ item`, `1. item`, `1) item`, `~~~` fences, and lines
+/// of only `=`, `-`, `_` or `*` (rules and setext underlines).
+fn escape_line_start(line: &str) -> String {
+    let ends_marker = |rest: &str| rest.is_empty() || rest.starts_with([' ', '\t']);
+    let hashes = line.len() - line.trim_start_matches('#').len();
+    let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    // A line of one of `=`, `-`, `_`, `*` (and spaces): a setext underline or a rule.
+    let marks: Vec<char> = line.chars().filter(|c| !matches!(c, ' ' | '\t')).collect();
+    let only_rule_chars = marks
+        .first()
+        .is_some_and(|&m| matches!(m, '=' | '-' | '_' | '*') && marks.iter().all(|&c| c == m));
+    let escape_at = if (1..=6).contains(&hashes) && ends_marker(&line[hashes..])
+        || line.starts_with(['>', '~'])
+        || (line.starts_with(['-', '+']) && ends_marker(&line[1..]))
+        || only_rule_chars
+    {
+        Some(0)
+    } else if (1..=9).contains(&digits)
+        && line[digits..].starts_with(['.', ')'])
+        && ends_marker(&line[digits + 1..])
+    {
+        Some(digits)
+    } else {
+        None
+    };
+    match escape_at {
+        Some(at) => format!("{}\\{}", &line[..at], &line[at..]),
+        None => line.to_string(),
+    }
+}
+
+/// A table cell's text with every `|` escaped (text escapes its own; code spans do not).
+fn escape_pipes(cell: &str) -> String {
+    let mut out = String::with_capacity(cell.len());
+    let mut escaped = false;
+    for c in cell.chars() {
+        if c == '|' && !escaped {
+            out.push('\\');
+        }
+        escaped = c == '\\' && !escaped;
+        out.push(c);
+    }
+    out
+}
+
+/// A link destination as CommonMark reads it: in angle brackets when it holds parentheses or
+/// spaces (a URL keeps neither `<` nor `>` unencoded).
+fn destination(url: &Url) -> String {
+    let s = url.as_str();
+    if s.contains(['(', ')', ' ']) {
+        format!("<{s}>")
+    } else {
+        s.to_string()
+    }
+}
+
+/// Appends inline Markdown to `buf` so that it keeps its meaning (only ever appending: an
+/// enclosing element may split `buf` where it started): delimiters touching the previous ones
+/// would merge into one run, and a `!` just before a link would make it an image; a space
+/// keeps them apart.
+fn push_inline(buf: &mut String, s: &str) {
+    let last = buf.chars().last().filter(|_| !escaped_end(buf));
+    let merges = s.starts_with(['*', '~']) && matches!(last, Some('*' | '~'));
+    if merges || (s.starts_with('[') && last == Some('!')) {
+        buf.push(' ');
+    }
+    buf.push_str(s);
+}
+
+/// Whether `s` holds one of `chars` not escaped by a backslash.
+fn has_unescaped(s: &str, chars: [char; 2]) -> bool {
+    let mut escaped = false;
+    for c in s.chars() {
+        if !escaped && chars.contains(&c) {
+            return true;
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    false
+}
+
+/// Whether `s` ends with a backslash-escaped character.
+fn escaped_end(s: &str) -> bool {
+    let mut chars = s.chars().rev();
+    chars.next();
+    chars.take_while(|&c| c == '\\').count() % 2 == 1
+}
+
+/// `s` as (leading sentence punctuation to move out, the rest, trailing sentence punctuation),
+/// white space at the edges going with the punctuation; the leading part only when
+/// `after_word`. Sentence punctuation is what the converter never writes as syntax.
+fn split_punctuation(s: &str, after_word: bool) -> (&str, &str, &str) {
+    let sentence =
+        |c: char| matches!(c, '.' | ',' | ':' | ';' | '?' | '"' | '\'') || c.is_whitespace();
+    let lead = if after_word {
+        s.len() - s.trim_start_matches(|c| sentence(c) || c == '(').len()
+    } else {
+        0
+    };
+    let rest = &s[lead..];
+    let trail = rest.len() - rest.trim_end_matches(sentence).len();
+    (
+        &s[..lead],
+        &rest[..rest.len() - trail],
+        &rest[rest.len() - trail..],
+    )
+}
+
 /// The longest run of backticks in `s`.
 fn longest_backtick_run(s: &str) -> usize {
     s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
@@ -125,13 +267,25 @@ impl Renderer<'_> {
         }
     }
 
-    /// Turns the inline text gathered in `buf` into a paragraph.
+    /// Turns the inline text gathered in `buf` into a paragraph, its lines (from `<br>`) kept
+    /// apart by hard breaks. In Markdown, a line that would start a block (a heading, a list
+    /// item, a quote, a rule) is escaped.
     fn flush(&self, buf: &mut String, out: &mut Vec<String>) {
-        let lines: Vec<&str> = buf.lines().map(str::trim).collect();
-        let text = lines.join("\n");
-        let text = text.trim();
+        let lines: Vec<String> = buf
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                if self.md {
+                    escape_line_start(l)
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        let text = lines.join(if self.md { "\\\n" } else { "\n" });
         if !text.is_empty() {
-            self.emit(out, text.to_string());
+            self.emit(out, text);
         }
         buf.clear();
     }
@@ -183,6 +337,15 @@ impl Renderer<'_> {
                 if !title.is_empty() {
                     let level = usize::from(name.as_bytes()[1] - b'0');
                     let heading = if self.md {
+                        // A heading's trailing `#`s after a space would be read as its closing.
+                        let run = title.len() - title.trim_end_matches('#').len();
+                        let title = match run {
+                            0 => title,
+                            _ => {
+                                let at = title.len() - run;
+                                format!("{}\\{}", &title[..at], &title[at..])
+                            }
+                        };
                         format!("{} {title}", "#".repeat(level))
                     } else {
                         title
@@ -325,7 +488,7 @@ impl Renderer<'_> {
                         self.inline_children(cell, &mut buf);
                         let text = buf.split_whitespace().collect::<Vec<_>>().join(" ");
                         if self.md {
-                            text.replace('|', "\\|")
+                            escape_pipes(&text)
                         } else {
                             text
                         }
@@ -395,9 +558,35 @@ impl Renderer<'_> {
         if inner.starts_with(char::is_whitespace) && !buf.ends_with([' ', '\n']) {
             buf.push(' ');
         }
-        buf.push_str(open);
-        buf.push_str(trimmed);
-        buf.push_str(close);
+        // Emphasis delimiters next to punctuation only count where CommonMark's flanking rules
+        // let them: sentence punctuation at the ends goes outside them (at the end always, at
+        // the start after a letter or digit). Where other punctuation is left at an edge (a
+        // link's parenthesis, a code span, nested emphasis), the text goes without this
+        // emphasis rather than with delimiters that would show as text.
+        let (before, core, after) = if open.starts_with(['*', '~']) {
+            let after_word = buf.chars().last().is_some_and(char::is_alphanumeric);
+            split_punctuation(trimmed, after_word)
+        } else {
+            ("", trimmed, "")
+        };
+        let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_punctuation());
+        let plain = open.starts_with(['*', '~'])
+            && (core.is_empty()
+                || edge(core.chars().last())
+                || (edge(core.chars().next())
+                    && before.is_empty()
+                    && buf.chars().last().is_some_and(char::is_alphanumeric))
+                // Emphasis inside emphasis: the inner one stays, this one goes.
+                || has_unescaped(core, ['*', '~']));
+        if plain {
+            push_inline(buf, trimmed);
+        } else {
+            push_inline(buf, before);
+            push_inline(buf, open);
+            buf.push_str(core);
+            buf.push_str(close);
+            buf.push_str(after);
+        }
         if inner.ends_with(char::is_whitespace) {
             buf.push(' ');
         }
@@ -413,6 +602,8 @@ impl Renderer<'_> {
                 while buf.ends_with(' ') {
                     buf.pop();
                 }
+                // Only a line break puts a newline in inline text: a paragraph makes it a hard
+                // break, a heading or a table cell a space.
                 buf.push('\n');
             }
             "img" if self.md => {
@@ -420,7 +611,8 @@ impl Renderer<'_> {
                 if let Some(src) = src.filter(|s| self.meter.add(s.as_str().len())) {
                     let alt = el.value().attr("alt").unwrap_or_default();
                     let alt = alt.split_whitespace().collect::<Vec<_>>().join(" ");
-                    buf.push_str(&format!("![{}]({src})", alt.replace(['[', ']'], "")));
+                    let alt = alt.replace(['[', ']'], "");
+                    buf.push_str(&format!("![{alt}]({})", destination(&src)));
                 }
             }
             "a" if self.md => match el
@@ -429,7 +621,7 @@ impl Renderer<'_> {
                 .and_then(|h| absolute(self.base, h))
                 .filter(|h| self.meter.add(h.as_str().len()))
             {
-                Some(href) => self.wrapped(el, buf, "[", &format!("]({href})")),
+                Some(href) => self.wrapped(el, buf, "[", &format!("]({})", destination(&href))),
                 None => self.inline_children(el, buf),
             },
             "strong" | "b" if self.md => self.wrapped(el, buf, "**", "**"),
@@ -446,6 +638,10 @@ impl Renderer<'_> {
                     return;
                 }
                 let ticks = "`".repeat(longest_backtick_run(&code) + 1);
+                // Backticks touching the previous code span's would merge with them.
+                if buf.ends_with('`') {
+                    buf.push(' ');
+                }
                 let pad = if code.starts_with('`') || code.ends_with('`') {
                     " "
                 } else {
@@ -473,8 +669,7 @@ impl Renderer<'_> {
             return;
         }
         let mut prev = buf.chars().last();
-        let mut chars = text.chars().peekable();
-        while let Some(c) = chars.next() {
+        for (i, c) in text.char_indices() {
             if c.is_whitespace() {
                 if !matches!(prev, None | Some(' ') | Some('\n')) {
                     buf.push(' ');
@@ -482,20 +677,8 @@ impl Renderer<'_> {
                 }
                 continue;
             }
-            if self.md {
-                let escape = match c {
-                    '\\' | '*' | '`' | '[' | ']' => true,
-                    // An underscore inside a word never starts emphasis in GFM.
-                    '_' => {
-                        let inside = prev.is_some_and(char::is_alphanumeric)
-                            && chars.peek().is_some_and(|n| n.is_alphanumeric());
-                        !inside
-                    }
-                    _ => false,
-                };
-                if escape {
-                    buf.push('\\');
-                }
+            if self.md && escapes(prev, c, &text[i + c.len_utf8()..]) {
+                buf.push('\\');
             }
             buf.push(c);
             prev = Some(c);

@@ -213,3 +213,182 @@ fn a_page_gives_its_first_ten_thousand_links() {
     assert_eq!(e.links.len(), MAX_LINKS);
     assert_eq!(e.links[0].as_str(), "https://example.com/p0");
 }
+
+/// Round trips: the text a CommonMark reader finds in the Markdown is the text of the HTML.
+mod round_trip {
+    use super::*;
+    use pulldown_cmark::{Event, Options, Parser};
+
+    /// The text a CommonMark (GFM tables, strikethrough) reader sees: every text and code span.
+    fn markdown_text(md: &str) -> String {
+        let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
+        Parser::new_ext(md, opts)
+            .filter_map(|e| match e {
+                Event::Text(t) | Event::Code(t) => Some(t.into_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The text of a document's body as a browser shows it.
+    fn html_text(html: &str) -> String {
+        let doc = Html::parse_document(html);
+        let body = Selector::parse("body").unwrap();
+        doc.select(&body).flat_map(|b| b.text()).collect()
+    }
+
+    fn squeeze(s: &str) -> String {
+        s.chars().filter(|c| !c.is_whitespace()).collect()
+    }
+
+    fn markdown(html: &str) -> String {
+        let opts = ExtractOptions {
+            markdown: true,
+            ..Default::default()
+        };
+        let url = Url::parse("https://example.com/").unwrap();
+        extract_html(html, &url, &opts, &Budget::unlimited())
+            .unwrap()
+            .markdown
+            .unwrap()
+    }
+
+    fn assert_round_trip(html: &str) {
+        let md = markdown(html);
+        assert_eq!(
+            squeeze(&markdown_text(&md)),
+            squeeze(&html_text(html)),
+            "\nHTML: {html}\nMarkdown:\n{md}\n"
+        );
+    }
+
+    #[test]
+    fn text_that_looks_like_markdown_stays_text() {
+        for html in [
+            "<p># not a heading</p>",
+            "<p>1. not a list</p><p>2) nor this</p>",
+            "<p>- nor</p><p>+ this</p><p>&gt; nor a quote</p>",
+            "<p>&lt;div&gt;not html&lt;/div&gt; &amp;lt; stays</p>",
+            "<p>a|b</p><p>| x | y |<br>| --- | --- |</p>",
+            "<p>===</p><p>---</p><p>***</p><p>~~~</p>",
+            "<p>~~not struck~~ and *not em* and _nor this_ and `not code`</p>",
+            "<p>first line<br>second line</p>",
+            "<p>x<b>\"quoted\"</b>y and <b>Note:</b> text and a<em>(aside)</em>b</p>",
+            "<ul><li>1. item text</li><li># item</li></ul>",
+            "<blockquote><p>&gt; quoted marker</p></blockquote>",
+            "<p><a href=\"/a(b)c\">paren link</a> and <a href=\"/x y\">space</a></p>",
+        ] {
+            assert_round_trip(html);
+        }
+    }
+
+    #[test]
+    fn a_line_break_is_a_hard_break() {
+        let md = markdown("<p>one<br>two</p>");
+        assert_eq!(md, "one\\\ntwo");
+        let html = pulldown_cmark::html::push_html;
+        let mut out = String::new();
+        html(&mut out, Parser::new(&md));
+        assert!(out.contains("<br"), "{out}");
+    }
+
+    /// A small deterministic generator of hostile-looking documents.
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[(self.next() % from.len() as u64) as usize]
+        }
+
+        fn text(&mut self) -> String {
+            const TOKENS: &[&str] = &[
+                "word",
+                "snake_case",
+                "# ",
+                "1. ",
+                "2) ",
+                "- ",
+                "+ ",
+                "&gt; ",
+                "&lt;div&gt;",
+                "&amp;lt;",
+                "&amp;",
+                "a|b",
+                "===",
+                "---",
+                "*",
+                "_",
+                "`",
+                "[x]",
+                "(y)",
+                "\\\\",
+                "~~",
+                "!",
+                "\"q\"",
+                ":",
+                "**",
+                "&lt;!--",
+                "http://e.com/",
+                " ",
+                " ",
+                "  ",
+            ];
+            (0..1 + self.next() % 6)
+                .map(|_| self.pick(TOKENS))
+                .collect()
+        }
+
+        fn inline(&mut self, depth: u32) -> String {
+            let mut out = String::new();
+            for _ in 0..1 + self.next() % 4 {
+                match (depth, self.next() % 8) {
+                    (0, _) | (_, 0..=3) => out.push_str(&self.text()),
+                    (_, 4) => out.push_str(&format!("<b>{}</b>", self.inline(depth - 1))),
+                    (_, 5) => out.push_str(&format!("<em>{}</em>", self.inline(depth - 1))),
+                    (_, 6) => out.push_str(&format!("<code>{}</code>", self.text())),
+                    _ => out.push_str(&format!("<a href=\"/p?q=1\">{}</a>", self.text())),
+                }
+                if self.next() % 5 == 0 {
+                    out.push_str("<br>");
+                }
+            }
+            out
+        }
+
+        fn block(&mut self, depth: u32) -> String {
+            match (depth, self.next() % 7) {
+                (0, _) | (_, 0..=2) => format!("<p>{}</p>", self.inline(2)),
+                (_, 3) => format!("<h2>{}</h2>", self.inline(1)),
+                (_, 4) => {
+                    let items: String = (0..1 + self.next() % 3)
+                        .map(|_| format!("<li>{}</li>", self.block(depth - 1)))
+                        .collect();
+                    format!("<ul>{items}</ul>")
+                }
+                (_, 5) => format!("<blockquote>{}</blockquote>", self.block(depth - 1)),
+                _ => format!(
+                    "<table><tr><th>{}</th><th>h</th></tr><tr><td>{}</td><td>{}</td></tr></table>",
+                    self.inline(1),
+                    self.inline(1),
+                    self.text()
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn generated_documents_keep_their_text() {
+        let mut g = Gen(0x5EED_CAFE_F00D_1234);
+        for _ in 0..3000 {
+            let body: String = (0..1 + g.next() % 4).map(|_| g.block(3)).collect();
+            assert_round_trip(&format!("<html><body>{body}</body></html>"));
+        }
+    }
+}
