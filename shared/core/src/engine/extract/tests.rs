@@ -355,7 +355,7 @@ mod round_trip {
                     (_, 6) => out.push_str(&format!("<code>{}</code>", self.text())),
                     _ => out.push_str(&format!("<a href=\"/p?q=1\">{}</a>", self.text())),
                 }
-                if self.next() % 5 == 0 {
+                if self.next().is_multiple_of(5) {
                     out.push_str("<br>");
                 }
             }
