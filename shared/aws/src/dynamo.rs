@@ -14,8 +14,9 @@
 //! - active-job counter `USER#<user>`, `ACTIVE`: the user's active map, search and upload jobs.
 //! - monitor `MON#<id>`, `MON` (see `monitors.rs`).
 
+use crate::errors::sdk;
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Delete, KeysAndAttributes, Put, PutRequest, ReturnValue, TransactWriteItem,
@@ -77,17 +78,11 @@ pub(crate) fn key(pk: String, sk: String) -> Item {
     HashMap::from([("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))])
 }
 
-pub(crate) fn sdk<E: std::error::Error + Send + Sync + 'static, R: std::fmt::Debug>(
-    e: SdkError<E, R>,
-) -> StoreError {
-    StoreError::new(DisplayErrorContext(e))
-}
-
 /// Whether a conditional write happened: `false` when its condition did not hold.
 pub(crate) fn conditional<O, E, R>(r: Result<O, SdkError<E, R>>) -> StoreResult<bool>
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
     conditional_output(r).map(|o| o.is_some())
 }
@@ -96,7 +91,7 @@ where
 pub(crate) fn conditional_output<O, E, R>(r: Result<O, SdkError<E, R>>) -> StoreResult<Option<O>>
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
     match r {
         Ok(o) => Ok(Some(o)),
@@ -184,7 +179,7 @@ fn job_item(job: &Job) -> Item {
 }
 
 fn job_from_item(item: &Item) -> StoreResult<Job> {
-    let bad = |what: &str| StoreError(format!("unreadable job item: {what}"));
+    let bad = |what: &str| StoreError::permanent(format!("unreadable job item: {what}"));
     let id = get_s(item, "GSI1SK").ok_or_else(|| bad("id"))?;
     Ok(Job {
         job_id: JobId(id.to_string()),
@@ -403,7 +398,7 @@ impl DynamoStore {
                     .filter(|k| !k.keys().is_empty());
                 if request.is_some() {
                     if tries > 8 {
-                        return Err(StoreError("batch read throttled".into()));
+                        return Err(StoreError::transient("batch read throttled"));
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(50 << tries.min(5))).await;
                 }
@@ -441,7 +436,7 @@ impl DynamoStore {
                     .unwrap_or_default();
                 if !writes.is_empty() {
                     if tries > 8 {
-                        return Err(StoreError("batch write throttled".into()));
+                        return Err(StoreError::transient("batch write throttled"));
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(50 << tries.min(5))).await;
                 }
@@ -472,7 +467,7 @@ impl DynamoStore {
             .as_ref()
             .and_then(|a| get_n(a, counter))
             .map(Some)
-            .ok_or_else(|| StoreError(format!("counter {counter} unreadable")))
+            .ok_or_else(|| StoreError::permanent(format!("counter {counter} unreadable")))
     }
 
     async fn put_if_new(&self, item: Item) -> StoreResult<()> {
@@ -571,7 +566,7 @@ impl JobStore for DynamoStore {
                 }
             }
         }
-        Err(StoreError("the slot kept changing; try again".into()))
+        Err(StoreError::transient("the slot kept changing; try again"))
     }
 
     async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {
@@ -727,7 +722,7 @@ impl JobStore for DynamoStore {
                 },
             }
         }
-        Err(StoreError("the slot kept changing; try again".into()))
+        Err(StoreError::transient("the slot kept changing; try again"))
     }
 
     async fn renew_slot(

@@ -2,7 +2,8 @@
 //! the request's fingerprint, the answer once there is one, and `expires_at` (the table's TTL
 //! attribute, epoch seconds). A reservation is a put conditioned on no live record.
 
-use crate::dynamo::{conditional, get_s, key, n, s, sdk, DynamoStore};
+use crate::dynamo::{conditional, get_s, key, n, s, DynamoStore};
+use crate::errors::sdk;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::UserId;

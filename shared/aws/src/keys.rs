@@ -2,7 +2,8 @@
 //! item (`KEYS`) records that the table holds keys, so a server can tell at once whether it
 //! must ask for them.
 
-use crate::dynamo::{get_s, key, s, sdk};
+use crate::dynamo::{get_s, key, s};
+use crate::errors::sdk;
 use sarvcrawl_core::auth::key_digest;
 use sarvcrawl_core::domain::UserId;
 use sarvcrawl_core::ports::{KeyDirectory, StoreResult};

@@ -4,6 +4,7 @@
 
 pub mod bootstrap;
 pub mod dynamo;
+mod errors;
 mod idempotency;
 pub mod keys;
 #[cfg(feature = "lambda")]

@@ -3,7 +3,8 @@
 //! become due `GSI3PK = DUE`, `GSI3SK` = when (index `ByDue`), which the scheduler queries.
 //! Every write after the first is conditioned on the version it read.
 
-use crate::dynamo::{conditional, get_n, get_s, key, n, s, sdk, DynamoStore};
+use crate::dynamo::{conditional, get_n, get_s, key, n, s, DynamoStore};
+use crate::errors::sdk;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
@@ -42,7 +43,7 @@ fn item(m: &Monitor, version: u64) -> StoreResult<Item> {
 }
 
 fn monitor(item: &Item) -> StoreResult<Monitor> {
-    let body = get_s(item, "body").ok_or_else(|| StoreError("monitor without body".into()))?;
+    let body = get_s(item, "body").ok_or_else(|| StoreError::permanent("monitor without body"))?;
     let mut m: Monitor = serde_json::from_str(body).map_err(StoreError::new)?;
     m.version = get_n(item, "version").unwrap_or(0);
     Ok(m)
@@ -101,7 +102,7 @@ impl MonitorStore for DynamoStore {
         if conditional(r)? {
             Ok(())
         } else {
-            Err(StoreError("monitor id taken".into()))
+            Err(StoreError::transient("monitor id taken"))
         }
     }
 

@@ -30,7 +30,7 @@ impl BlobStore for S3Blobs {
             .body(body.into())
             .send()
             .await
-            .map_err(|e| StoreError::new(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+            .map_err(crate::errors::sdk)?;
         Ok(())
     }
 
@@ -48,7 +48,7 @@ impl BlobStore for S3Blobs {
                 if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
                     return Ok(None);
                 }
-                return Err(StoreError::new(aws_sdk_s3::error::DisplayErrorContext(e)));
+                return Err(crate::errors::sdk(e));
             }
         };
         let body = out.body.collect().await.map_err(StoreError::new)?;

@@ -68,9 +68,9 @@ impl SqsQueue {
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+                .map_err(crate::errors::sdk)?;
             if !out.failed().is_empty() {
-                return Err(StoreError(format!(
+                return Err(StoreError::transient(format!(
                     "{} messages not sent",
                     out.failed().len()
                 )));
@@ -109,7 +109,7 @@ impl WorkQueue for SqsQueue {
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
-            .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(crate::errors::sdk)?;
         if out.messages().is_empty() && wait.as_secs() == 0 {
             // A short poll found nothing: wait out the rest instead of asking again at once.
             tokio::time::sleep(wait).await;
@@ -147,7 +147,7 @@ impl WorkQueue for SqsQueue {
             .receipt_handle(receipt)
             .send()
             .await
-            .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(crate::errors::sdk)?;
         Ok(())
     }
 
@@ -159,7 +159,7 @@ impl WorkQueue for SqsQueue {
             .visibility_timeout(delay.as_secs().min(43_200) as i32)
             .send()
             .await
-            .map_err(|e| StoreError::new(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(crate::errors::sdk)?;
         Ok(())
     }
 }

@@ -13,15 +13,56 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// A storage, queue or blob failure. Always transient from the core's point of view: the task
-/// that met it is retried later.
+/// A storage, queue, blob or provider failure. It keeps the error that caused it, and says
+/// whether trying again may help: a task that met a transient one is retried later, one that
+/// met a permanent one is given up at once.
 #[derive(Debug, thiserror::Error)]
-#[error("storage: {0}")]
-pub struct StoreError(pub String);
+#[error("storage: {message}")]
+pub struct StoreError {
+    message: String,
+    retryable: bool,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
 
 impl StoreError {
-    pub fn new(e: impl std::fmt::Display) -> Self {
-        StoreError(e.to_string())
+    /// The failure `cause`, which may pass (the network, a throttle, a conflict, a timeout).
+    pub fn new(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError {
+            message: cause.to_string(),
+            retryable: true,
+            source: Some(Box::new(cause)),
+        }
+    }
+
+    /// A failure described by `message` that may pass.
+    pub fn transient(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+            retryable: true,
+            source: None,
+        }
+    }
+
+    /// A failure that trying again will not mend (data that cannot be read, a refused
+    /// request).
+    pub fn permanent(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+            retryable: false,
+            source: None,
+        }
+    }
+
+    /// The same failure, marked as one that trying again will not mend.
+    pub fn for_good(mut self) -> Self {
+        self.retryable = false;
+        self
+    }
+
+    /// Whether trying again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
     }
 }
 

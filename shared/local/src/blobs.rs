@@ -25,7 +25,7 @@ impl FsBlobs {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"/_-.".contains(&b));
         if !safe {
-            return Err(StoreError(format!("invalid blob key {key:?}")));
+            return Err(StoreError::permanent(format!("invalid blob key {key:?}")));
         }
         Ok(self.root.join(key))
     }

@@ -107,6 +107,22 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// A SQLite failure as a store error: a busy or locked database (or a failing disk) may pass;
+/// anything else (a row that cannot be read, a broken statement) will not.
+fn sqlite(e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    let transient = matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked | ErrorCode::SystemIoFailure)
+    );
+    let error = StoreError::new(e);
+    if transient {
+        error
+    } else {
+        error.for_good()
+    }
+}
+
 /// One writer connection and one reader connection (WAL lets reads run beside writes).
 pub(crate) struct Db {
     writer: Mutex<Connection>,
@@ -148,7 +164,7 @@ impl Db {
         })
         .await
         .map_err(StoreError::new)?
-        .map_err(|e: rusqlite::Error| StoreError::new(e))
+        .map_err(sqlite)
     }
 
     /// Runs `f` on the reader, off the async runtime.
@@ -164,7 +180,7 @@ impl Db {
         })
         .await
         .map_err(StoreError::new)?
-        .map_err(StoreError::new)
+        .map_err(sqlite)
     }
 
     /// Runs `f` on the writer connection outside the runtime (start-up work).

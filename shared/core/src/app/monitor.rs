@@ -50,7 +50,8 @@ async fn check_notify_url(app: &App, url: &url::Url) -> Result<(), AppError> {
 
 fn new_secret() -> Result<String, AppError> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| StoreError(format!("no randomness: {e}")))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::transient(format!("no randomness: {e}")))?;
     Ok(format!(
         "whsec_{}",
         base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -184,7 +185,9 @@ async fn update(
             return Ok(Some(m));
         }
     }
-    Err(StoreError("the monitor kept changing; try again".into()))
+    Err(StoreError::transient(
+        "the monitor kept changing; try again",
+    ))
 }
 
 /// Starts the check of every monitor that is due; returns how many started. Each is claimed

@@ -9,6 +9,7 @@ use crate::domain::{ErrorCode, JobError, JobRequest, JobStatus};
 use crate::ports::{Delivery, NewLog, NodeStatus, PageOutcome, StoreError, StoreResult, Task};
 use bytes::Bytes;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// What to do with a delivery after processing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,18 @@ const MAX_INTERRUPTED: u32 = 2;
 /// Processes one delivery; never panics on what the task or the page contains. A task to be
 /// delivered again is made visible after [`Disposition::delay`].
 pub async fn process(app: &App, d: &Delivery) -> Disposition {
+    let t = &d.task;
+    let span = tracing::info_span!(
+        "task",
+        job = %t.job_id,
+        user = %t.user_id,
+        url = %t.url,
+        delivery = d.receive_count
+    );
+    process_in(app, d).instrument(span).await
+}
+
+async fn process_in(app: &App, d: &Delivery) -> Disposition {
     let disposition = attempt(app, d).await;
     if disposition != Disposition::Ack {
         let delay = disposition.delay(d.receive_count);
@@ -74,10 +87,21 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
         Ok(disposition) => disposition,
         Err(e) => {
             let t = &d.task;
-            tracing::warn!(job = %t.job_id, url = %t.url, error = %e, "task will be retried");
             // Best effort: the next delivery may start at once instead of waiting out the lease.
             let _ = app.jobs.release_node(&t.user_id, &t.job_id, &t.url).await;
-            Disposition::Retry
+            if e.is_retryable() {
+                tracing::warn!(error = %e, "task will be retried");
+                return Disposition::Retry;
+            }
+            // Trying again would fail the same way: the page fails now (the details stay in
+            // the operator's log).
+            tracing::error!(error = %e, "task failed for good");
+            let reason = "gave up: a storage error that trying again would not mend";
+            match abandon(app, t, reason).await {
+                Ok(true) => Disposition::Ack,
+                Ok(false) => Disposition::Wait,
+                Err(_) => Disposition::Retry,
+            }
         }
     }
 }
@@ -101,7 +125,7 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
         Ok(r) => r,
         Err(e) => {
             let error = JobError::new(ErrorCode::Internal, "the stored request is unreadable");
-            tracing::error!(job = %job_id, error = %e, "unreadable request");
+            tracing::error!(error = %e, "unreadable request");
             app.jobs
                 .finish_job(
                     user,

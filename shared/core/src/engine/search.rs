@@ -38,7 +38,9 @@ async fn get_json(req: reqwest::RequestBuilder) -> Result<Value, StoreError> {
     let resp = req.send().await.map_err(StoreError::new)?;
     let status = resp.status();
     if !status.is_success() {
-        return Err(StoreError(format!("the search provider answered {status}")));
+        return Err(StoreError::transient(format!(
+            "the search provider answered {status}"
+        )));
     }
     let body = resp.bytes().await.map_err(StoreError::new)?;
     serde_json::from_slice(&body).map_err(StoreError::new)

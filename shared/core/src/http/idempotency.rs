@@ -73,8 +73,8 @@ pub(super) async fn once(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Reservation::Pending { .. } => {
-                return Err(AppError::Store(StoreError(
-                    "a submit with this Idempotency-Key is still running".into(),
+                return Err(AppError::Store(StoreError::transient(
+                    "a submit with this Idempotency-Key is still running",
                 )))
             }
         }
