@@ -78,6 +78,29 @@ pub(crate) fn key(pk: String, sk: String) -> Item {
     HashMap::from([("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))])
 }
 
+/// The item at `key`, read strongly consistent.
+pub(crate) async fn get_item(client: &Client, table: &str, key: Item) -> StoreResult<Option<Item>> {
+    read_item(client, table, key, true).await
+}
+
+/// The item at `key`; `consistent` or eventually consistent (half the price).
+pub(crate) async fn read_item(
+    client: &Client,
+    table: &str,
+    key: Item,
+    consistent: bool,
+) -> StoreResult<Option<Item>> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .consistent_read(consistent)
+        .send()
+        .await
+        .map_err(sdk)?;
+    Ok(out.item)
+}
+
 /// Whether a conditional write happened: `false` when its condition did not hold.
 pub(crate) fn conditional<O, E, R>(r: Result<O, SdkError<E, R>>) -> StoreResult<bool>
 where
@@ -280,30 +303,17 @@ impl DynamoStore {
     }
 
     async fn job_item(&self, pk: &str) -> StoreResult<Option<Item>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pk.to_string(), JOB_SK.into())))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk)?;
-        Ok(out.item)
+        get_item(
+            &self.client,
+            &self.table,
+            key(pk.to_string(), JOB_SK.into()),
+        )
+        .await
     }
 
     async fn slot_holder(&self, user: &str, kind: JobKind) -> StoreResult<Option<String>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(slot_key(user, kind)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk)?;
-        Ok(out
-            .item
+        let item = get_item(&self.client, &self.table, slot_key(user, kind)).await?;
+        Ok(item
             .as_ref()
             .and_then(|i| get_s(i, "job_id"))
             .map(String::from))
@@ -996,16 +1006,13 @@ impl JobStore for DynamoStore {
         job: &JobId,
         url: &str,
     ) -> StoreResult<Option<NodeRow>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(job_pk(user, job), node_sk(url))))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk)?;
-        Ok(out.item.as_ref().and_then(node_from_item))
+        let item = get_item(
+            &self.client,
+            &self.table,
+            key(job_pk(user, job), node_sk(url)),
+        )
+        .await?;
+        Ok(item.as_ref().and_then(node_from_item))
     }
 
     async fn tree(&self, user: &UserId, job: &JobId, max: u32) -> StoreResult<Vec<NodeRow>> {

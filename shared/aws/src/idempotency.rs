@@ -2,7 +2,7 @@
 //! the request's fingerprint, the answer once there is one, and `expires_at` (the table's TTL
 //! attribute, epoch seconds). A reservation is a put conditioned on no live record.
 
-use crate::dynamo::{conditional, get_s, key, n, s, DynamoStore};
+use crate::dynamo::{conditional, get_item, get_s, key, n, s, DynamoStore};
 use crate::errors::sdk;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -45,17 +45,11 @@ impl IdempotencyStore for DynamoStore {
             if conditional(r)? {
                 return Ok(Reservation::Reserved);
             }
-            let out = self
-                .client
-                .get_item()
-                .table_name(&self.table)
-                .set_key(Some(item_key(user, idem)))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(sdk)?;
             // Gone meanwhile (released): try to reserve again.
-            let Some(found) = out.item else { continue };
+            let Some(found) = get_item(&self.client, &self.table, item_key(user, idem)).await?
+            else {
+                continue;
+            };
             let hash = get_s(&found, "hash").unwrap_or_default().to_string();
             return Ok(match get_s(&found, "response") {
                 Some(r) => Reservation::Done {

@@ -2,7 +2,7 @@
 //! item (`KEYS`) records that the table holds keys, so a server can tell at once whether it
 //! must ask for them.
 
-use crate::dynamo::{get_s, key, s};
+use crate::dynamo::{get_item, get_s, key, read_item, s};
 use crate::errors::sdk;
 use sarvcrawl_core::auth::key_digest;
 use sarvcrawl_core::domain::UserId;
@@ -60,32 +60,18 @@ impl KeyStore {
 #[async_trait::async_trait]
 impl KeyDirectory for KeyStore {
     async fn user_of(&self, api_key: &str) -> StoreResult<Option<UserId>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(key_pk(api_key), "KEY".into())))
-            .send()
-            .await
-            .map_err(sdk)?;
-        Ok(out
-            .item
+        // Keys change rarely: an eventually consistent read is enough.
+        let at = key(key_pk(api_key), "KEY".into());
+        let item = read_item(&self.client, &self.table, at, false).await?;
+        Ok(item
             .as_ref()
             .and_then(|i| get_s(i, "user_id"))
             .map(|u| UserId(u.to_string())))
     }
 
     async fn has_keys(&self) -> StoreResult<bool> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(MARKER.into(), MARKER.into())))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk)?;
-        Ok(out.item.is_some())
+        let item = get_item(&self.client, &self.table, key(MARKER.into(), MARKER.into())).await?;
+        Ok(item.is_some())
     }
 }
 

@@ -3,7 +3,7 @@
 //! become due `GSI3PK = DUE`, `GSI3SK` = when (index `ByDue`), which the scheduler queries.
 //! Every write after the first is conditioned on the version it read.
 
-use crate::dynamo::{conditional, get_n, get_s, key, n, s, DynamoStore};
+use crate::dynamo::{conditional, get_item, get_n, get_s, key, n, s, DynamoStore};
 use crate::errors::sdk;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -107,16 +107,7 @@ impl MonitorStore for DynamoStore {
     }
 
     async fn get_monitor(&self, user: &UserId, id: &MonitorId) -> StoreResult<Option<Monitor>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pk(id), "MON".into())))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk)?;
-        match out.item {
+        match get_item(&self.client, &self.table, key(pk(id), "MON".into())).await? {
             Some(i) if get_s(&i, "user_id") == Some(user.as_str()) => monitor(&i).map(Some),
             _ => Ok(None),
         }

@@ -17,6 +17,13 @@ fn decode(body: &str) -> rusqlite::Result<Monitor> {
     })
 }
 
+/// A monitor from a `body, version` row.
+fn monitor_row(r: &rusqlite::Row) -> rusqlite::Result<Monitor> {
+    let mut m = decode(&r.get::<_, String>(0)?)?;
+    m.version = r.get(1)?;
+    Ok(m)
+}
+
 fn due_ms(m: &Monitor) -> Option<i64> {
     m.due_at().map(|t| t.timestamp_millis())
 }
@@ -48,11 +55,7 @@ impl MonitorStore for SqliteStore {
                 c.prepare_cached(
                     "SELECT body, version FROM monitors WHERE monitor_id = ?1 AND user_id = ?2",
                 )?
-                .query_row(params![id, user], |r| {
-                    let mut m = decode(&r.get::<_, String>(0)?)?;
-                    m.version = r.get(1)?;
-                    Ok(m)
-                })
+                .query_row(params![id, user], monitor_row)
                 .optional()
             })
             .await
@@ -65,11 +68,7 @@ impl MonitorStore for SqliteStore {
                 c.prepare_cached(
                     "SELECT body, version FROM monitors WHERE user_id = ?1 ORDER BY monitor_id DESC",
                 )?
-                .query_map([user], |r| {
-                    let mut m = decode(&r.get::<_, String>(0)?)?;
-                    m.version = r.get(1)?;
-                    Ok(m)
-                })?
+                .query_map([user], monitor_row)?
                 .collect()
             })
             .await
@@ -116,11 +115,7 @@ impl MonitorStore for SqliteStore {
                     "SELECT body, version FROM monitors WHERE due_at IS NOT NULL AND due_at <= ?1
                      ORDER BY due_at LIMIT ?2",
                 )?
-                .query_map(params![now, max], |r| {
-                    let mut m = decode(&r.get::<_, String>(0)?)?;
-                    m.version = r.get(1)?;
-                    Ok(m)
-                })?
+                .query_map(params![now, max], monitor_row)?
                 .collect()
             })
             .await

@@ -24,6 +24,24 @@ impl SqliteStore {
     pub(crate) fn new(db: Arc<Db>, clock: Arc<dyn Clock>) -> Self {
         SqliteStore { db, clock }
     }
+
+    /// Reads from the job `job` of `user` with `f` (given the job's id); nothing (the empty
+    /// value) when the job is not theirs.
+    async fn read_owned<T, F>(&self, user: &UserId, job: &JobId, f: F) -> StoreResult<T>
+    where
+        T: Default + Send + 'static,
+        F: FnOnce(&Connection, &str) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .read(move |c| {
+                if !owns(c, &user, &job)? {
+                    return Ok(T::default());
+                }
+                f(c, &job)
+            })
+            .await
+    }
 }
 
 fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
@@ -452,36 +470,27 @@ impl JobStore for SqliteStore {
         job: &JobId,
         url: &str,
     ) -> StoreResult<Option<NodeRow>> {
-        let (user, job, url) = (user.0.clone(), job.0.clone(), url.to_string());
-        self.db
-            .read(move |c| {
-                if !owns(c, &user, &job)? {
-                    return Ok(None);
-                }
-                c.prepare_cached(
-                    "SELECT url, parent, depth, status, status_code, reason FROM nodes WHERE job_id = ?1 AND url = ?2",
-                )?
-                .query_row(params![job, url], node_from_row)
-                .optional()
-            })
-            .await
+        let url = url.to_string();
+        self.read_owned(user, job, move |c, job| {
+            c.prepare_cached(
+                "SELECT url, parent, depth, status, status_code, reason FROM nodes WHERE job_id = ?1 AND url = ?2",
+            )?
+            .query_row(params![job, url], node_from_row)
+            .optional()
+        })
+        .await
     }
 
     async fn tree(&self, user: &UserId, job: &JobId, max: u32) -> StoreResult<Vec<NodeRow>> {
-        let (user, job) = (user.0.clone(), job.0.clone());
-        self.db
-            .read(move |c| {
-                if !owns(c, &user, &job)? {
-                    return Ok(Vec::new());
-                }
-                let mut stmt = c.prepare_cached(
-                    "SELECT url, parent, depth, status, status_code, reason FROM nodes
-                     WHERE job_id = ?1 ORDER BY seq LIMIT ?2",
-                )?;
-                let rows = stmt.query_map(params![job, max], node_from_row)?;
-                rows.collect()
-            })
-            .await
+        self.read_owned(user, job, move |c, job| {
+            let mut stmt = c.prepare_cached(
+                "SELECT url, parent, depth, status, status_code, reason FROM nodes
+                 WHERE job_id = ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![job, max], node_from_row)?;
+            rows.collect()
+        })
+        .await
     }
 
     async fn results(
@@ -491,18 +500,13 @@ impl JobStore for SqliteStore {
         cursor: Option<&str>,
         limit: u32,
     ) -> StoreResult<ResultPage> {
-        let (user, job) = (user.0.clone(), job.0.clone());
         // Cursors are result sequence numbers; one that is not reads past the end.
         let after: i64 = match cursor {
             None => 0,
             Some(c) => c.parse().unwrap_or(i64::MAX),
         };
-        self.db
-            .read(move |c| {
-                if !owns(c, &user, &job)? {
-                    return Ok(ResultPage::default());
-                }
-                let total: u64 = c.query_row("SELECT COUNT(*) FROM results WHERE job_id = ?1", [&job], |r| r.get(0))?;
+        self.read_owned(user, job, move |c, job| {
+                let total: u64 = c.query_row("SELECT COUNT(*) FROM results WHERE job_id = ?1", [job], |r| r.get(0))?;
                 let mut stmt = c.prepare_cached(
                     "SELECT seq, doc_key FROM results WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
                 )?;
@@ -556,12 +560,7 @@ impl JobStore for SqliteStore {
         after: Option<u64>,
         limit: u32,
     ) -> StoreResult<Vec<LogEntry>> {
-        let (user, job) = (user.0.clone(), job.0.clone());
-        self.db
-            .read(move |c| {
-                if !owns(c, &user, &job)? {
-                    return Ok(Vec::new());
-                }
+        self.read_owned(user, job, move |c, job| {
                 let mut stmt = c.prepare_cached(
                     "SELECT seq, at, level, message, url FROM logs WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
                 )?;

@@ -18,6 +18,17 @@ fn crawl_job(u: &UserId) -> Job {
     Job::new(u.clone(), JobKind::Crawl, serde_json::json!({}), Utc::now())
 }
 
+/// A task of a new crawl of user `u`.
+fn task() -> Task {
+    Task {
+        user_id: user("u"),
+        job_id: crawl_job(&user("u")).job_id,
+        url: "https://e.com/".into(),
+        depth: 0,
+        render: false,
+    }
+}
+
 /// A clock that stands still until the test moves it.
 struct TestClock(Mutex<DateTime<Utc>>);
 
@@ -40,13 +51,7 @@ async fn queue_redelivers_after_the_visibility_timeout_until_acked() {
     let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
     let local = sarvcrawl_local::open(dir.path(), Duration::from_secs(60), clock.clone()).unwrap();
     let q = local.queue.clone();
-    let task = Task {
-        user_id: user("u"),
-        job_id: crawl_job(&user("u")).job_id,
-        url: "https://e.com/".into(),
-        depth: 0,
-        render: false,
-    };
+    let task = task();
     q.send(std::slice::from_ref(&task)).await.unwrap();
     let first = q.receive(10, Duration::from_millis(100)).await.unwrap();
     assert_eq!(first.len(), 1);
@@ -74,13 +79,7 @@ async fn queue_redelivers_after_the_visibility_timeout_until_acked() {
 #[tokio::test(flavor = "multi_thread")]
 async fn reopening_releases_tasks_in_flight_and_locks_the_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let task = Task {
-        user_id: user("u"),
-        job_id: crawl_job(&user("u")).job_id,
-        url: "https://e.com/".into(),
-        depth: 0,
-        render: false,
-    };
+    let task = task();
     {
         let local = open(dir.path(), Duration::from_secs(600)).unwrap();
         assert!(
@@ -126,13 +125,7 @@ async fn a_database_of_the_first_schema_is_migrated() {
         .unwrap();
     }
     let local = open(dir.path(), Duration::from_secs(600)).unwrap();
-    let task = Task {
-        user_id: user("u"),
-        job_id: crawl_job(&user("u")).job_id,
-        url: "https://e.com/".into(),
-        depth: 0,
-        render: false,
-    };
+    let task = task();
     local.queue.send(&[task]).await.unwrap();
     let got = local.queue.receive(1, Duration::ZERO).await.unwrap();
     assert_eq!(got[0].interrupted, 0);

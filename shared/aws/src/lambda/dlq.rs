@@ -2,14 +2,14 @@
 //! so its job ends and frees the user's slot.
 
 use crate::sqs::parse_task;
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use sarvcrawl_core::app::settle::{abandon, gave_up_after};
 use sarvcrawl_core::app::App;
 
 /// Records each dead letter; names the ones to see again (their recording failed, or their
 /// page is still being fetched under a live lease).
 pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
-    let mut response = SqsBatchResponse::default();
+    let mut again = Vec::new();
     for m in event.records {
         let id = m.message_id.clone().unwrap_or_default();
         let Some(task) = m.body.as_deref().and_then(parse_task) else {
@@ -25,24 +25,19 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
             }
         };
         if !recorded {
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = id;
-            response.batch_item_failures.push(failure);
+            again.push(id);
         }
     }
-    response
+    super::retry_these(again)
 }
 
 /// Runs the dead-letter function until the runtime stops it.
 pub async fn run() -> Result<(), super::Error> {
     super::init_tracing();
     let deployment = super::Deployment::from_env().await?;
-    let app = deployment.app.clone();
-    lambda_runtime::run(lambda_runtime::service_fn(
-        move |event: lambda_runtime::LambdaEvent<SqsEvent>| {
-            let app = app.clone();
-            async move { Ok::<_, super::Error>(handle(&app, event.payload).await) }
-        },
-    ))
+    super::on_sqs(
+        deployment,
+        |app, event| async move { handle(&app, event).await },
+    )
     .await
 }

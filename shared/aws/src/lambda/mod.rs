@@ -74,6 +74,34 @@ fn config() -> Result<Config, Error> {
     Ok(config)
 }
 
+/// Runs a function that consumes SQS batches with `handle` until the runtime stops it.
+pub(crate) async fn on_sqs<H, F>(deployment: Deployment, handle: H) -> Result<(), Error>
+where
+    H: Fn(Arc<App>, aws_lambda_events::sqs::SqsEvent) -> F + Clone + Send + 'static,
+    F: std::future::Future<Output = aws_lambda_events::sqs::SqsBatchResponse> + Send,
+{
+    let app = deployment.app.clone();
+    lambda_runtime::run(lambda_runtime::service_fn(
+        move |event: lambda_runtime::LambdaEvent<aws_lambda_events::sqs::SqsEvent>| {
+            let (app, handle) = (app.clone(), handle.clone());
+            async move { Ok::<_, Error>(handle(app, event.payload).await) }
+        },
+    ))
+    .await
+}
+
+/// The answer to an SQS batch that names the messages to deliver again (partial batch
+/// failures).
+pub(crate) fn retry_these(ids: Vec<String>) -> aws_lambda_events::sqs::SqsBatchResponse {
+    let mut response = aws_lambda_events::sqs::SqsBatchResponse::default();
+    for id in ids {
+        let mut failure = aws_lambda_events::sqs::BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
+    }
+    response
+}
+
 /// Builds the render worker's browser for an address policy and a `User-Agent`.
 pub type MakeRenderer = Box<dyn FnOnce(AddressPolicy, &str) -> Arc<dyn Renderer>>;
 

@@ -2,7 +2,7 @@
 //! reported as batch item failures so only those messages come back.
 
 use crate::sqs::parse_task;
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use sarvcrawl_core::app::task::{process, Disposition};
 use sarvcrawl_core::app::App;
 use sarvcrawl_core::ports::Delivery;
@@ -27,13 +27,8 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
         };
         (process(app, &delivery).await != Disposition::Ack).then_some(id)
     });
-    let mut response = SqsBatchResponse::default();
-    for id in futures::future::join_all(work).await.into_iter().flatten() {
-        let mut failure = BatchItemFailure::default();
-        failure.item_identifier = id;
-        response.batch_item_failures.push(failure);
-    }
-    response
+    let again = futures::future::join_all(work).await.into_iter().flatten();
+    super::retry_these(again.collect())
 }
 
 /// Runs the worker function until the runtime stops it.
@@ -50,12 +45,9 @@ pub async fn run_rendering(make: super::MakeRenderer) -> Result<(), super::Error
 }
 
 async fn serve(deployment: super::Deployment) -> Result<(), super::Error> {
-    let app = deployment.app.clone();
-    lambda_runtime::run(lambda_runtime::service_fn(
-        move |event: lambda_runtime::LambdaEvent<SqsEvent>| {
-            let app = app.clone();
-            async move { Ok::<_, super::Error>(handle(&app, event.payload).await) }
-        },
-    ))
+    super::on_sqs(
+        deployment,
+        |app, event| async move { handle(&app, event).await },
+    )
     .await
 }
