@@ -1,4 +1,4 @@
-//! The `cancel` function. DELETE /api/jobs/{id}/cancel.
+//! The `cancel` function. DELETE /api/jobs/{id}/cancel, PATCH and DELETE /api/monitors/{id}.
 
 #[tokio::main]
 async fn main() -> Result<(), sarvcrawl_aws::lambda::Error> {

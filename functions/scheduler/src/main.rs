@@ -1,4 +1,5 @@
-//! The `scheduler` function. EventBridge schedule: fail stalled jobs and free their slots.
+//! The `scheduler` function. EventBridge schedule: start the checks of due monitors, fail
+//! stalled jobs and free their slots.
 
 #[tokio::main]
 async fn main() -> Result<(), sarvcrawl_aws::lambda::Error> {

@@ -1,4 +1,5 @@
-//! The `status` function. GET /api/health, /api/jobs, /api/jobs/{id} and /api/jobs/{id}/results.
+//! The `status` function. GET /api/health, /api/jobs, /api/jobs/{id}, /api/jobs/{id}/results,
+//! /api/monitors and /api/monitors/{id}.
 
 #[tokio::main]
 async fn main() -> Result<(), sarvcrawl_aws::lambda::Error> {
