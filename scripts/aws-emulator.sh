@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the AWS emulator (moto server), the template checkers (cfn-lint, SAM CLI) and the
 # API fuzzer (schemathesis) into ./.venv when missing.
-# Source it to start the emulator (scripts/moto_serial.py) on a free loopback port: it exports
+# Source it to start the emulator (scripts/aws_emulator.py) on a free loopback port: it exports
 # AWS_ENDPOINT_URL and dummy credentials, and `stop_aws_emulator` stops it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,7 +13,7 @@ if [ ! -x "$venv/bin/moto_server" ] || [ ! -x "$venv/bin/cfn-lint" ] || [ ! -x "
     'moto[server]==5.*' 'cfn-lint==1.*' 'aws-sam-cli==1.*' 'schemathesis==4.*'
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$venv/bin/python" "$root/scripts/moto_serial.py" 127.0.0.1 "$port" >"${TMPDIR:-/tmp}/sarvcrawl-moto-$port.log" 2>&1 &
+"$venv/bin/python" "$root/scripts/aws_emulator.py" 127.0.0.1 "$port" >"${TMPDIR:-/tmp}/sarvcrawl-moto-$port.log" 2>&1 &
 AWS_EMULATOR_PID=$!
 for _ in $(seq 100); do
   curl -fs "http://127.0.0.1:$port/moto-api/" >/dev/null 2>&1 && break

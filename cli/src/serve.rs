@@ -34,10 +34,29 @@ pub struct ServeArgs {
     #[arg(long, env = "SARVCRAWL_DATA_DIR", default_value = "./.sarvcrawl")]
     data_dir: PathBuf,
 
-    /// Worker loops draining the work queue (each keeps up to 8 pages in flight).
-    /// Default: the number of CPU cores.
+    /// Worker loops draining the work queue (each keeps up to 8 pages in flight); 0 runs
+    /// none (another process works the queue). Default: the number of CPU cores.
     #[arg(long, env = "SARVCRAWL_WORKERS")]
     workers: Option<usize>,
+
+    /// Run worker loops only: no API, no schedule. With the AWS backend, any number of such
+    /// processes may work one deployment's queue beside the one that serves the API.
+    #[arg(long, env = "SARVCRAWL_WORKERS_ONLY")]
+    workers_only: bool,
+
+    /// Requests to one host at once, across all jobs and all processes of the deployment.
+    #[arg(long, env = "SARVCRAWL_PER_HOST_CONCURRENCY", default_value_t = 8)]
+    per_host_concurrency: u32,
+
+    /// Seconds a user's crawl or scrape slot stays held unless renewed (the sweep renews it
+    /// while the job is alive, every third of this or 10 s, whichever is shorter).
+    #[arg(long, env = "SARVCRAWL_SLOT_LEASE", default_value_t = 900)]
+    slot_lease: u64,
+
+    /// Minutes a job may go without progress before its pages are queued again and, after
+    /// three such repairs, it fails (never less than the visibility timeout and a minute).
+    #[arg(long, env = "SARVCRAWL_STALLED_MINUTES", default_value_t = 30)]
+    stalled_minutes: u64,
 
     /// Open a network that is blocked by default (loopback, private ranges), e.g.
     /// 127.0.0.1/32 to crawl a site on this machine. Repeatable; the env variable takes a
@@ -160,7 +179,12 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     let visibility = Duration::from_secs(args.visibility_timeout.max(1));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let backend = backend::open(args.backend, &args.data_dir, visibility, clock.clone()).await?;
-    let auth = authentication(&args, &backend).await?;
+    // A process that only works the queue serves no one.
+    let auth = if args.workers_only {
+        None
+    } else {
+        Some(authentication(&args, &backend).await?)
+    };
     // Descriptors for the connections, the stores, the browser and the fetches.
     let open_files = server::raise_open_files();
     let limits = server::Limits {
@@ -201,6 +225,9 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
                 max_active_jobs: args.max_active_jobs.max(1),
                 monitor_min_interval: args.monitor_min_interval.max(1),
                 render_available: renderer.is_some(),
+                per_host_concurrency: args.per_host_concurrency.max(1),
+                slot_lease: Duration::from_secs(args.slot_lease.max(1)),
+                stall_after: Duration::from_secs(args.stalled_minutes.max(1) * 60),
                 ..Config::default()
             }
             .with_visibility(visibility),
@@ -208,6 +235,19 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         .with_search(search)
         .with_renderer(renderer.clone().map(|r| r as Arc<dyn Renderer>)),
     );
+
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    if args.workers_only {
+        tracing::info!(backend = ?args.backend, workers, "SarvCrawl {} working the queue", sarvcrawl_core::VERSION);
+        let worker_handle = tokio::spawn(worker::run_workers(app, workers.max(1), stop_rx));
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+        let _ = worker_handle.await;
+        return finish(renderer, backend).await;
+    }
 
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -220,12 +260,9 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             .and_then(|()| std::fs::rename(&partial, path))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    let workers = args
-        .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let worker_handle = tokio::spawn(worker::run_workers(app.clone(), workers, stop_rx.clone()));
-    let scheduler_handle = tokio::spawn(schedule_monitors(app.clone(), stop_rx.clone()));
+    let worker_handle = (workers > 0)
+        .then(|| tokio::spawn(worker::run_workers(app.clone(), workers, stop_rx.clone())));
+    let scheduler_handle = tokio::spawn(schedule(app.clone(), stop_rx.clone()));
     let dead_letter_handle = backend
         .dead_letters
         .clone()
@@ -237,15 +274,23 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         "SarvCrawl {} listening on http://{bound}",
         sarvcrawl_core::VERSION
     );
+    let auth = auth.ok_or("no authentication configured")?;
     server::serve(listener, app, Arc::new(auth), limits, shutdown_signal())
         .await
         .map_err(|e| format!("server error: {e}"))?;
     let _ = stop_tx.send(true);
-    let _ = worker_handle.await;
+    if let Some(h) = worker_handle {
+        let _ = h.await;
+    }
     let _ = scheduler_handle.await;
     if let Some(h) = dead_letter_handle {
         let _ = h.await;
     }
+    finish(renderer, backend).await
+}
+
+/// Closes the browser and the backend once everything stopped.
+async fn finish(renderer: Option<Arc<Chromium>>, backend: backend::Backend) -> Result<(), String> {
     if let Some(r) = renderer {
         r.shutdown().await;
     }
@@ -282,10 +327,14 @@ fn renderer(args: &ServeArgs, user_agent: String) -> Result<Option<Arc<Chromium>
     ))))
 }
 
-/// Starts the checks of due monitors, once a second, until `stop` turns true.
-async fn schedule_monitors(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+/// Starts the checks of due monitors once a second, and sweeps the active jobs every third of
+/// the slot lease (at most every 10 s), until `stop` turns true.
+async fn schedule(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut every = tokio::time::interval(Duration::from_secs(1));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let sweep_every =
+        (app.config.slot_lease / 3).clamp(Duration::from_millis(500), Duration::from_secs(10));
+    let mut last_sweep: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = every.tick() => {}
@@ -296,6 +345,20 @@ async fn schedule_monitors(app: Arc<App>, mut stop: tokio::sync::watch::Receiver
         }
         if let Err(e) = sarvcrawl_core::app::monitor::tick(&app).await {
             tracing::warn!(error = %e, "monitor schedule failed");
+        }
+        if last_sweep.is_none_or(|t| t.elapsed() >= sweep_every) {
+            last_sweep = Some(tokio::time::Instant::now());
+            match sarvcrawl_core::app::sweep::sweep(&app).await {
+                Ok(s) if s.repaired + s.failed > 0 => {
+                    tracing::warn!(
+                        repaired = s.repaired,
+                        failed = s.failed,
+                        "stalled jobs swept"
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "sweep failed"),
+            }
         }
     }
 }

@@ -4,18 +4,25 @@
 //! slot freed in one transaction.
 //!
 //! Items (`PK`, `SK`):
-//! - job `JOB#<id>`, `JOB`: owner, request, status, counters; `GSI1PK = USER#<user>`,
-//!   `GSI1SK = <id>` lists a user's jobs; `GSI2PK = ACTIVE` while not final, `GSI2SK` = last
-//!   progress time, for the sweeper.
+//! - job `JOB#<user>#<id>`, `JOB`: owner, request, status, counters (`in_flight`: nodes let go
+//!   to the queue and not done; `repairs`: the sweep's since the last progress);
+//!   `GSI1PK = USER#<user>`, `GSI1SK = <id>` lists a user's jobs; `GSI2PK = ACTIVE` while not
+//!   final, `GSI2SK` = last progress time, for the sweep.
 //! - slot `USER#<user>`, `SLOT#<kind>`: the job holding it and `lease_until`.
-//! - node `JOB#<id>`, `URL#<hash>`: one discovered URL; `SEQ` orders the tree (index `BySeq`).
-//! - result `JOB#<id>`, `RES#<ulid>`: a document key, in completion order.
-//! - log `JOB#<id>`, `LOG#<seq>`: a log entry, expiring through TTL `expires_at`.
+//! - node `JOB#<user>#<id>`, `URL#<hash>`: one discovered URL; `SEQ` orders the tree (index
+//!   `BySeq`).
+//! - frontier `JOB#<user>#<id>`, `WAIT#<seq>`: a claimed URL waiting to be let go to the queue
+//!   (see `frontier.rs`).
+//! - result `JOB#<user>#<id>`, `RES#<ulid>`: a document key, in completion order.
+//! - log `JOB#<user>#<id>`, `LOG#<seq>`: a log entry, expiring through TTL `expires_at`.
 //! - active-job counter `USER#<user>`, `ACTIVE`: the user's active map, search and upload jobs.
-//! - monitor `MON#<id>`, `MON` (see `monitors.rs`).
+//! - monitor `MON#<id>`, `MON` (see `monitors.rs`); gate places and paces (see `gates.rs`).
 
+use crate::conflicts;
 use crate::errors::sdk;
+use crate::frontier;
 use async_trait::async_trait;
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
@@ -26,9 +33,9 @@ use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
-    parse_stored_time, stored_time, Claim, Clock, Completion, CreateOutcome, JobQuery, JobStore,
-    LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry, ResultPage,
-    SkipReason, StoreError, StoreResult, MAX_NODES_PER_JOB,
+    parse_stored_time, stored_time, ActiveJob, Claim, Clock, Completion, CreateOutcome, JobQuery,
+    JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry,
+    ResultPage, SkipReason, StoreError, StoreResult, MAX_NODES_PER_JOB,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -128,17 +135,17 @@ where
     }
 }
 
-fn build<T>(r: Result<T, aws_sdk_dynamodb::error::BuildError>) -> StoreResult<T> {
+pub(crate) fn build<T>(r: Result<T, aws_sdk_dynamodb::error::BuildError>) -> StoreResult<T> {
     r.map_err(StoreError::new)
 }
 
 /// The partition of a job and everything of it (nodes, results, logs). The owner is part of
 /// the key, so a call made for another user addresses nothing (SECURITY.md T1, T4).
-fn job_pk(user: &UserId, job: &JobId) -> String {
+pub(crate) fn job_pk(user: &UserId, job: &JobId) -> String {
     format!("JOB#{user}#{job}")
 }
 
-const JOB_SK: &str = "JOB";
+pub(crate) const JOB_SK: &str = "JOB";
 
 fn slot_key(user: &str, kind: JobKind) -> Item {
     key(format!("USER#{user}"), format!("SLOT#{}", kind.as_str()))
@@ -159,21 +166,21 @@ fn parse_ts(v: Option<&str>) -> Option<DateTime<Utc>> {
     parse_stored_time(v?)
 }
 
-fn activity(t: DateTime<Utc>) -> String {
+pub(crate) fn activity(t: DateTime<Utc>) -> String {
     format!("{:015}", t.timestamp_millis().max(0))
 }
 
-/// The codes of a cancelled transaction's items, in order (`None` for items that passed).
-fn cancellation(e: &SdkError<TransactWriteItemsError, impl std::fmt::Debug>) -> Option<Vec<bool>> {
-    match e.as_service_error() {
-        Some(TransactWriteItemsError::TransactionCanceledException(c)) => Some(
-            c.cancellation_reasons()
-                .iter()
-                .map(|r| r.code() == Some("ConditionalCheckFailed"))
-                .collect(),
-        ),
-        _ => None,
-    }
+/// Which items of a cancelled transaction failed their condition, in order; `None` when the
+/// error is not a cancellation.
+pub(crate) fn cancellation(
+    e: &SdkError<TransactWriteItemsError, HttpResponse>,
+) -> Option<Vec<bool>> {
+    conflicts::reasons(e).map(|codes| {
+        codes
+            .iter()
+            .map(|c| *c == Some("ConditionalCheckFailed"))
+            .collect()
+    })
 }
 
 fn job_item(job: &Job) -> Item {
@@ -190,6 +197,8 @@ fn job_item(job: &Job) -> Item {
     for (k, v) in [
         ("discovered", 1),
         ("pending", 1),
+        ("in_flight", 1),
+        ("repairs", 0),
         ("nodes", 1),
         ("completed", 0),
         ("failed", 0),
@@ -271,18 +280,6 @@ fn node_from_item(item: &Item) -> Option<NodeRow> {
     })
 }
 
-/// A node that `parent` claimed and that is still queued: the parent owes it to the queue.
-fn owed_child(item: &Item, parent: &str) -> Option<NewNode> {
-    if get_s(item, "parent") != Some(parent) || get_s(item, "status") != Some("queued") {
-        return None;
-    }
-    Some(NewNode {
-        url: get_s(item, "url")?.to_string(),
-        depth: get_n(item, "depth")?,
-        skip: None,
-    })
-}
-
 impl DynamoStore {
     pub fn new(client: Client, table: &str, clock: Arc<dyn Clock>) -> Self {
         DynamoStore {
@@ -292,7 +289,7 @@ impl DynamoStore {
         }
     }
 
-    fn put(&self, item: Item, condition: &str) -> StoreResult<Put> {
+    pub(crate) fn put(&self, item: Item, condition: &str) -> StoreResult<Put> {
         build(
             Put::builder()
                 .table_name(&self.table)
@@ -302,7 +299,7 @@ impl DynamoStore {
         )
     }
 
-    async fn job_item(&self, pk: &str) -> StoreResult<Option<Item>> {
+    pub(crate) async fn job_item(&self, pk: &str) -> StoreResult<Option<Item>> {
         get_item(
             &self.client,
             &self.table,
@@ -319,6 +316,115 @@ impl DynamoStore {
             .map(String::from))
     }
 
+    /// Sets a final status once and frees the job's claim in the same write; with
+    /// `idle_since`, only while the job's last progress is still that.
+    pub(crate) async fn finish(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        status: JobStatus,
+        error: Option<JobError>,
+        at: DateTime<Utc>,
+        idle_since: Option<DateTime<Utc>>,
+    ) -> StoreResult<bool> {
+        let Some(item) = self.job_item(&job_pk(user, job)).await? else {
+            return Ok(false);
+        };
+        if get_s(&item, "user_id") != Some(user.as_str()) {
+            return Ok(false);
+        }
+        let kind = get_s(&item, "kind")
+            .and_then(JobKind::parse)
+            .unwrap_or(JobKind::Scrape);
+        let error = error.map(|e| serde_json::to_string(&e).unwrap_or_default());
+        for _ in 0..3 {
+            let mut update = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(job_pk(user, job), JOB_SK.into())))
+                .condition_expression(if idle_since.is_some() {
+                    "#s IN (:q, :r) AND user_id = :u AND GSI2SK = :seen"
+                } else {
+                    "#s IN (:q, :r) AND user_id = :u"
+                })
+                .set_expression_attribute_values(
+                    idle_since.map(|t| HashMap::from([(":seen".to_string(), s(activity(t)))])),
+                )
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":st", s(status.as_str()))
+                .expression_attribute_values(":at", s(stored_time(at)))
+                .expression_attribute_values(":q", s("queued"))
+                .expression_attribute_values(":r", s("running"))
+                .expression_attribute_values(":u", s(user.as_str()));
+            update = match &error {
+                Some(e) => update
+                    .update_expression(
+                        "SET #s = :st, finished_at = :at, #e = :e REMOVE GSI2PK, GSI2SK",
+                    )
+                    .expression_attribute_names("#e", "error")
+                    .expression_attribute_values(":e", s(e.clone())),
+                None => update
+                    .update_expression("SET #s = :st, finished_at = :at REMOVE GSI2PK, GSI2SK"),
+            };
+            let mut items = vec![TransactWriteItem::builder()
+                .update(build(update.build())?)
+                .build()];
+            if kind.is_capped() {
+                let count = build(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(active_key(user.as_str())))
+                        .update_expression("ADD active :minus")
+                        .expression_attribute_values(":minus", n(-1))
+                        .build(),
+                )?;
+                items.push(TransactWriteItem::builder().update(count).build());
+            } else if self.slot_holder(user.as_str(), kind).await?.as_deref() == Some(job.as_str())
+            {
+                let delete = build(
+                    Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(slot_key(user.as_str(), kind)))
+                        .condition_expression("job_id = :j")
+                        .expression_attribute_values(":j", s(job.as_str()))
+                        .build(),
+                )?;
+                items.push(TransactWriteItem::builder().delete(delete).build());
+            }
+            match conflicts::transact(&self.client, items).await {
+                Ok(()) => return Ok(true),
+                Err(e) => match cancellation(&e) {
+                    Some(c) if c.first() == Some(&true) => return Ok(false),
+                    Some(_) => continue, // the slot changed hands meanwhile
+                    None => return Err(sdk(e)),
+                },
+            }
+        }
+        Err(StoreError::transient("the slot kept changing; try again"))
+    }
+
+    /// What a completion leaves: the job's pending nodes, and how many of them wait in its
+    /// frontier.
+    async fn completion(&self, pk: &str, applied: bool) -> StoreResult<Completion> {
+        let item = self.job_item(pk).await?;
+        let count = |k: &str| item.as_ref().and_then(|i| get_n::<u64>(i, k)).unwrap_or(0);
+        let pending = count("pending");
+        Ok(Completion {
+            applied,
+            pending,
+            waiting: pending.saturating_sub(count("in_flight")),
+        })
+    }
+
+    /// The job holding what `claim` asks for: the slot's holder, or an active job counted
+    /// against the cap.
+    async fn holder_of(&self, claim: &Claim, user: &UserId) -> StoreResult<Option<String>> {
+        match claim {
+            Claim::Slot(slot) => self.slot_holder(user.as_str(), slot.kind).await,
+            Claim::Active { .. } => self.an_active_job(user).await,
+            Claim::Free => Ok(None),
+        }
+    }
+
     /// The newest active job of the user's kinds without a slot.
     async fn an_active_job(&self, user: &UserId) -> StoreResult<Option<String>> {
         let q = JobQuery {
@@ -333,39 +439,6 @@ impl DynamoStore {
             .into_iter()
             .find(|j| !j.status.is_final() && j.kind.is_capped())
             .map(|j| j.job_id.0))
-    }
-
-    /// Ids of active jobs whose last progress is older than `before` (for the sweeper).
-    pub async fn stalled_jobs(&self, before: DateTime<Utc>) -> StoreResult<Vec<(UserId, JobId)>> {
-        let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(ACTIVE_INDEX)
-                .key_condition_expression("GSI2PK = :a AND GSI2SK < :t")
-                .expression_attribute_values(":a", s("ACTIVE"))
-                .expression_attribute_values(":t", s(activity(before)))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(sdk)?;
-            for item in page.items() {
-                // The index projects the table's keys and `user_id` only.
-                let job = get_s(item, "PK")
-                    .and_then(|pk| pk.rsplit_once('#'))
-                    .map(|(_, j)| j);
-                if let (Some(u), Some(j)) = (get_s(item, "user_id"), job) {
-                    out.push((UserId(u.into()), JobId(j.into())));
-                }
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
-            }
-        }
     }
 
     async fn batch_get_nodes(&self, pk: &str, urls: &[&str]) -> StoreResult<HashMap<String, Item>> {
@@ -458,18 +531,19 @@ impl DynamoStore {
     /// Adds `by` to a counter of the job and returns its new value; `None` when the job (of
     /// this owner) does not exist.
     async fn bump(&self, pk: &str, counter: &str, by: u64) -> StoreResult<Option<u64>> {
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pk.to_string(), JOB_SK.into())))
-            .update_expression("ADD #c :by")
-            .condition_expression("attribute_exists(PK)")
-            .expression_attribute_names("#c", counter)
-            .expression_attribute_values(":by", n(by))
-            .return_values(ReturnValue::UpdatedNew)
-            .send()
-            .await;
+        let out = conflicts::write(|| {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(key(pk.to_string(), JOB_SK.into())))
+                .update_expression("ADD #c :by")
+                .condition_expression("attribute_exists(PK)")
+                .expression_attribute_names("#c", counter)
+                .expression_attribute_values(":by", n(by))
+                .return_values(ReturnValue::UpdatedNew)
+                .send()
+        })
+        .await;
         let Some(out) = conditional_output(out)? else {
             return Ok(None);
         };
@@ -481,14 +555,15 @@ impl DynamoStore {
     }
 
     async fn put_if_new(&self, item: Item) -> StoreResult<()> {
-        let r = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await;
+        let r = conflicts::write(|| {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item.clone()))
+                .condition_expression("attribute_not_exists(PK)")
+                .send()
+        })
+        .await;
         conditional(r).map(|_| ())
     }
 }
@@ -550,33 +625,47 @@ impl JobStore for DynamoStore {
                     .put(self.put(root, "attribute_not_exists(PK)")?)
                     .build(),
             );
-            match self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
-                .send()
-                .await
-            {
-                Ok(_) => return Ok(CreateOutcome::Created),
+            match conflicts::transact(&self.client, items).await {
+                Ok(()) => return Ok(CreateOutcome::Created),
                 Err(e) => {
-                    if cancellation(&e).is_none_or(|c| c.first() != Some(&true)) {
+                    let Some(failed) = cancellation(&e) else {
+                        return Err(sdk(e));
+                    };
+                    // The job is already there: an earlier try wrote it (its answer was lost
+                    // and the SDK sent it again).
+                    if failed.get(failed.len().saturating_sub(2)) == Some(&true)
+                        && self
+                            .job_item(&job_pk(&job.user_id, &job.job_id))
+                            .await?
+                            .is_some()
+                    {
+                        return Ok(CreateOutcome::Created);
+                    }
+                    if failed.first() != Some(&true) {
                         return Err(sdk(e));
                     }
-                    let holder = match &claim {
-                        Claim::Slot(slot) => self.slot_holder(user, slot.kind).await?,
-                        Claim::Active { .. } => self.an_active_job(&job.user_id).await?,
-                        Claim::Free => None,
-                    };
-                    if let Some(active) = holder {
-                        return Ok(CreateOutcome::SlotBusy {
-                            active_job_id: JobId(active),
-                        });
+                    match self.holder_of(&claim, &job.user_id).await? {
+                        Some(active) if active == job.job_id.as_str() => {
+                            return Ok(CreateOutcome::Created)
+                        }
+                        Some(active) => {
+                            return Ok(CreateOutcome::SlotBusy {
+                                active_job_id: JobId(active),
+                            })
+                        }
+                        // The slot was freed in between: try again.
+                        None => {}
                     }
-                    // The slot was freed in between: try again.
                 }
             }
         }
-        Err(StoreError::transient("the slot kept changing; try again"))
+        // The slot kept changing hands: as far as this submit can tell, it is taken.
+        match self.holder_of(&claim, &job.user_id).await? {
+            Some(active) => Ok(CreateOutcome::SlotBusy {
+                active_job_id: JobId(active),
+            }),
+            None => Err(StoreError::transient("the slot kept changing; try again")),
+        }
     }
 
     async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {
@@ -635,21 +724,22 @@ impl JobStore for DynamoStore {
     }
 
     async fn start_job(&self, user: &UserId, job: &JobId, at: DateTime<Utc>) -> StoreResult<bool> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(job_pk(user, job), JOB_SK.into())))
-            .update_expression("SET #s = :running, started_at = :at, GSI2SK = :act")
-            .condition_expression("#s = :queued AND user_id = :u")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":queued", s("queued"))
-            .expression_attribute_values(":at", s(stored_time(at)))
-            .expression_attribute_values(":act", s(activity(at)))
-            .expression_attribute_values(":u", s(user.as_str()))
-            .send()
-            .await;
+        let r = conflicts::write(|| {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(key(job_pk(user, job), JOB_SK.into())))
+                .update_expression("SET #s = :running, started_at = :at, GSI2SK = :act")
+                .condition_expression("#s = :queued AND user_id = :u")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":running", s("running"))
+                .expression_attribute_values(":queued", s("queued"))
+                .expression_attribute_values(":at", s(stored_time(at)))
+                .expression_attribute_values(":act", s(activity(at)))
+                .expression_attribute_values(":u", s(user.as_str()))
+                .send()
+        })
+        .await;
         conditional(r)
     }
 
@@ -661,78 +751,7 @@ impl JobStore for DynamoStore {
         error: Option<JobError>,
         at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let Some(item) = self.job_item(&job_pk(user, job)).await? else {
-            return Ok(false);
-        };
-        if get_s(&item, "user_id") != Some(user.as_str()) {
-            return Ok(false);
-        }
-        let kind = get_s(&item, "kind")
-            .and_then(JobKind::parse)
-            .unwrap_or(JobKind::Scrape);
-        let error = error.map(|e| serde_json::to_string(&e).unwrap_or_default());
-        for _ in 0..3 {
-            let mut update = Update::builder()
-                .table_name(&self.table)
-                .set_key(Some(key(job_pk(user, job), JOB_SK.into())))
-                .condition_expression("#s IN (:q, :r) AND user_id = :u")
-                .expression_attribute_names("#s", "status")
-                .expression_attribute_values(":st", s(status.as_str()))
-                .expression_attribute_values(":at", s(stored_time(at)))
-                .expression_attribute_values(":q", s("queued"))
-                .expression_attribute_values(":r", s("running"))
-                .expression_attribute_values(":u", s(user.as_str()));
-            update = match &error {
-                Some(e) => update
-                    .update_expression(
-                        "SET #s = :st, finished_at = :at, #e = :e REMOVE GSI2PK, GSI2SK",
-                    )
-                    .expression_attribute_names("#e", "error")
-                    .expression_attribute_values(":e", s(e.clone())),
-                None => update
-                    .update_expression("SET #s = :st, finished_at = :at REMOVE GSI2PK, GSI2SK"),
-            };
-            let mut items = vec![TransactWriteItem::builder()
-                .update(build(update.build())?)
-                .build()];
-            if kind.is_capped() {
-                let count = build(
-                    Update::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(active_key(user.as_str())))
-                        .update_expression("ADD active :minus")
-                        .expression_attribute_values(":minus", n(-1))
-                        .build(),
-                )?;
-                items.push(TransactWriteItem::builder().update(count).build());
-            } else if self.slot_holder(user.as_str(), kind).await?.as_deref() == Some(job.as_str())
-            {
-                let delete = build(
-                    Delete::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(slot_key(user.as_str(), kind)))
-                        .condition_expression("job_id = :j")
-                        .expression_attribute_values(":j", s(job.as_str()))
-                        .build(),
-                )?;
-                items.push(TransactWriteItem::builder().delete(delete).build());
-            }
-            match self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
-                .send()
-                .await
-            {
-                Ok(_) => return Ok(true),
-                Err(e) => match cancellation(&e) {
-                    Some(c) if c.first() == Some(&true) => return Ok(false),
-                    Some(_) => continue, // the slot changed hands meanwhile
-                    None => return Err(sdk(e)),
-                },
-            }
-        }
-        Err(StoreError::transient("the slot kept changing; try again"))
+        self.finish(user, job, status, error, at, None).await
     }
 
     async fn renew_slot(
@@ -742,17 +761,18 @@ impl JobStore for DynamoStore {
         kind: JobKind,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<()> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(slot_key(user.as_str(), kind)))
-            .update_expression("SET lease_until = :l")
-            .condition_expression("job_id = :j")
-            .expression_attribute_values(":l", n(lease_until.timestamp_millis()))
-            .expression_attribute_values(":j", s(job.as_str()))
-            .send()
-            .await;
+        let r = conflicts::write(|| {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(slot_key(user.as_str(), kind)))
+                .update_expression("SET lease_until = :l")
+                .condition_expression("job_id = :j")
+                .expression_attribute_values(":l", n(lease_until.timestamp_millis()))
+                .expression_attribute_values(":j", s(job.as_str()))
+                .send()
+        })
+        .await;
         conditional(r).map(|_| ())
     }
 
@@ -776,24 +796,20 @@ impl JobStore for DynamoStore {
         }
         let urls: Vec<&str> = nodes.iter().map(|n| n.url.as_str()).collect();
         let known = self.batch_get_nodes(id, &urls).await?;
-        let mut owed: Vec<NewNode> = known
-            .values()
-            .filter_map(|i| owed_child(i, parent))
-            .collect();
         let fresh: Vec<&NewNode> = nodes
             .into_iter()
             .filter(|n| !known.contains_key(&n.url))
             .collect();
         if fresh.is_empty() {
-            return Ok(owed);
+            return Ok(Vec::new());
         }
-        let mut contested = Vec::new();
         let Some(end) = self.bump(id, "nodes", fresh.len() as u64).await? else {
             return Ok(Vec::new());
         };
         let first = end - fresh.len() as u64 + 1;
         let room = MAX_NODES_PER_JOB.saturating_sub(first - 1) as usize;
         let mut limit_reached = false;
+        let mut claimed = Vec::new();
         for (i, node) in fresh.into_iter().take(room).enumerate() {
             let seq = first + i as u64;
             let skip = node.skip_at_limit(limit_reached);
@@ -809,6 +825,7 @@ impl JobStore for DynamoStore {
                 .await?;
                 continue;
             }
+            // The node, its place in the frontier and the job's counters, in one write.
             let put = self.put(
                 node_item(id, seq, &node.url, Some(parent), node.depth, None),
                 "attribute_not_exists(PK)",
@@ -824,24 +841,24 @@ impl JobStore for DynamoStore {
                     .expression_attribute_values(":u", s(user.as_str()))
                     .build(),
             )?;
-            let claim = self
-                .client
-                .transact_write_items()
-                .client_request_token(ulid::Ulid::new().to_string())
-                .transact_items(TransactWriteItem::builder().put(put).build())
-                .transact_items(TransactWriteItem::builder().update(count).build())
-                .send()
-                .await;
-            match claim {
-                Ok(_) => owed.push(NewNode {
+            let wait = self.put(
+                frontier::wait_item(id, seq, &node.url, node.depth),
+                "attribute_not_exists(PK)",
+            )?;
+            let items = vec![
+                TransactWriteItem::builder().put(put).build(),
+                TransactWriteItem::builder().update(count).build(),
+                TransactWriteItem::builder().put(wait).build(),
+            ];
+            match conflicts::transact(&self.client, items).await {
+                Ok(()) => claimed.push(NewNode {
                     url: node.url.clone(),
                     depth: node.depth,
                     skip: None,
                 }),
                 Err(e) => match cancellation(&e) {
-                    // Claimed meanwhile: by another page, or by this claim itself when the SDK
-                    // retried a write that had in fact succeeded. Settled below.
-                    Some(c) if c.first() == Some(&true) => contested.push(node.url.as_str()),
+                    // Claimed meanwhile by another page.
+                    Some(c) if c.first() == Some(&true) => {}
                     Some(c) if c.get(1) == Some(&true) => {
                         limit_reached = true;
                         self.put_if_new(node_item(
@@ -858,11 +875,53 @@ impl JobStore for DynamoStore {
                 },
             }
         }
-        if !contested.is_empty() {
-            let now_known = self.batch_get_nodes(id, &contested).await?;
-            owed.extend(now_known.values().filter_map(|i| owed_child(i, parent)));
-        }
-        Ok(owed)
+        Ok(claimed)
+    }
+
+    async fn advance(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        max_in_flight: u32,
+    ) -> StoreResult<Vec<NewNode>> {
+        self.advance_frontier(user, job, max_in_flight).await
+    }
+
+    async fn released_unstarted(&self, user: &UserId, job: &JobId) -> StoreResult<Vec<NewNode>> {
+        self.unstarted(user, job).await
+    }
+
+    async fn active_jobs(&self, max: u32) -> StoreResult<Vec<ActiveJob>> {
+        self.active(max).await
+    }
+
+    async fn fail_if_idle(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        activity: DateTime<Utc>,
+        error: JobError,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.finish(
+            user,
+            job,
+            JobStatus::Failed,
+            Some(error),
+            at,
+            Some(activity),
+        )
+        .await
+    }
+
+    async fn note_repair(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        activity: DateTime<Utc>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.repaired(user, job, activity, at).await
     }
 
     async fn start_node(
@@ -873,41 +932,43 @@ impl JobStore for DynamoStore {
         holder: &str,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(job_pk(user, job), node_sk(url))))
-            // Only a running node has a lease that can run out or a holder (other nodes carry
-            // `NEVER` and no holder), so the lease terms need no status test.
-            .update_expression("SET #s = :running, lease_until = :until, holder = :me")
-            .condition_expression("#s = :queued OR lease_until < :now OR holder = :me")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":queued", s("queued"))
-            .expression_attribute_values(":until", n(lease_until.timestamp_millis()))
-            .expression_attribute_values(":now", n(self.clock.now().timestamp_millis()))
-            .expression_attribute_values(":me", s(holder))
-            .send()
-            .await;
+        let r = conflicts::write(|| {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(key(job_pk(user, job), node_sk(url))))
+                // Only a running node has a lease that can run out or a holder (other nodes carry
+                // `NEVER` and no holder), so the lease terms need no status test.
+                .update_expression("SET #s = :running, lease_until = :until, holder = :me")
+                .condition_expression("#s = :queued OR lease_until < :now OR holder = :me")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":running", s("running"))
+                .expression_attribute_values(":queued", s("queued"))
+                .expression_attribute_values(":until", n(lease_until.timestamp_millis()))
+                .expression_attribute_values(":now", n(self.clock.now().timestamp_millis()))
+                .expression_attribute_values(":me", s(holder))
+                .send()
+        })
+        .await;
         conditional(r)
     }
 
     async fn release_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<()> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(job_pk(user, job), node_sk(url))))
-            .update_expression("SET #s = :queued, lease_until = :never, holder = :none")
-            .expression_attribute_values(":never", n(NEVER))
-            .expression_attribute_values(":none", s(""))
-            .condition_expression("#s = :running")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":queued", s("queued"))
-            .send()
-            .await;
+        let r = conflicts::write(|| {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(key(job_pk(user, job), node_sk(url))))
+                .update_expression("SET #s = :queued, lease_until = :never, holder = :none")
+                .expression_attribute_values(":never", n(NEVER))
+                .expression_attribute_values(":none", s(""))
+                .condition_expression("#s = :running")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":running", s("running"))
+                .expression_attribute_values(":queued", s("queued"))
+                .send()
+        })
+        .await;
         conditional(r).map(|_| ())
     }
 
@@ -920,13 +981,8 @@ impl JobStore for DynamoStore {
     ) -> StoreResult<Completion> {
         let pk = job_pk(user, job);
         let id = pk.as_str();
-        let pending =
-            |item: Option<Item>| item.as_ref().and_then(|i| get_n(i, "pending")).unwrap_or(0);
         if outcome.status.is_pending() {
-            return Ok(Completion {
-                applied: false,
-                pending: pending(self.job_item(id).await?),
-            });
+            return self.completion(id, false).await;
         }
         let mut node = Update::builder()
             .table_name(&self.table)
@@ -957,47 +1013,42 @@ impl JobStore for DynamoStore {
                 .table_name(&self.table)
                 .set_key(Some(key(id.to_string(), JOB_SK.into())))
                 .update_expression(
-                    "ADD completed :c, failed :f, pending :minus, results :res SET GSI2SK = :act",
+                    "ADD completed :c, failed :f, pending :minus, in_flight :minus, results :res \
+                     SET GSI2SK = :act, repairs = :zero",
                 )
                 .condition_expression("user_id = :u")
                 .expression_attribute_values(":c", n(completed))
                 .expression_attribute_values(":f", n(failed))
                 .expression_attribute_values(":minus", n(-1))
                 .expression_attribute_values(":res", n(results))
+                .expression_attribute_values(":zero", n(0))
                 .expression_attribute_values(":act", s(activity(self.clock.now())))
                 .expression_attribute_values(":u", s(user.as_str()))
                 .build(),
         )?;
-        let mut tx = self
-            .client
-            .transact_write_items()
-            .client_request_token(ulid::Ulid::new().to_string())
-            .transact_items(
-                TransactWriteItem::builder()
-                    .update(build(node.build())?)
-                    .build(),
-            )
-            .transact_items(TransactWriteItem::builder().update(counters).build());
+        let mut items = vec![
+            TransactWriteItem::builder()
+                .update(build(node.build())?)
+                .build(),
+            TransactWriteItem::builder().update(counters).build(),
+        ];
         if let Some(doc) = &outcome.document_key {
             let mut item = key(id.to_string(), format!("RES#{}", ulid::Ulid::new()));
             item.insert("doc_key".into(), s(doc.clone()));
-            tx = tx.transact_items(
+            items.push(
                 TransactWriteItem::builder()
                     .put(self.put(item, "attribute_not_exists(PK)")?)
                     .build(),
             );
         }
-        let applied = match tx.send().await {
-            Ok(_) => true,
+        let applied = match conflicts::transact(&self.client, items).await {
+            Ok(()) => true,
             Err(e) => match cancellation(&e) {
                 Some(c) if c.iter().any(|failed| *failed) => false,
                 _ => return Err(sdk(e)),
             },
         };
-        Ok(Completion {
-            applied,
-            pending: pending(self.job_item(id).await?),
-        })
+        self.completion(id, applied).await
     }
 
     async fn get_node(

@@ -3,8 +3,11 @@
 //! feature, the Lambda entry points.
 
 pub mod bootstrap;
+mod conflicts;
 pub mod dynamo;
 mod errors;
+mod frontier;
+mod gates;
 mod idempotency;
 pub mod keys;
 #[cfg(feature = "lambda")]
@@ -20,6 +23,7 @@ pub use sqs::SqsQueue;
 
 use sarvcrawl_core::ports::Clock;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The names of the deployment's resources, read from the environment.
 #[derive(Debug, Clone)]
@@ -66,14 +70,31 @@ pub struct Clients {
 }
 
 impl Clients {
+    /// Clients of the environment's configuration (`AWS_ENDPOINT_URL`, region and credentials).
     pub async fn from_env() -> Self {
-        // A call that hangs must fail instead, so its task is retried.
+        Self::load(aws_config::from_env()).await
+    }
+
+    /// Clients of `loader`'s configuration, with the deployment's timeouts and retries: a call
+    /// that hangs fails instead (so its task is retried), and throttling, 5xx answers and
+    /// dropped connections are tried again up to [`ATTEMPTS`] times, with exponential
+    /// backoff and full jitter (the SDK's standard retry mode). A retried write is one the
+    /// stores made safe to repeat: conditional, idempotent, or carrying a client token.
+    pub async fn load(loader: aws_config::ConfigLoader) -> Self {
         let timeouts = aws_config::timeout::TimeoutConfig::builder()
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .operation_attempt_timeout(std::time::Duration::from_secs(20))
-            .operation_timeout(std::time::Duration::from_secs(60))
+            .connect_timeout(Duration::from_secs(5))
+            .operation_attempt_timeout(Duration::from_secs(20))
+            .operation_timeout(Duration::from_secs(60))
             .build();
-        let config = aws_config::from_env().timeout_config(timeouts).load().await;
+        let retries = aws_config::retry::RetryConfig::standard()
+            .with_max_attempts(ATTEMPTS)
+            .with_initial_backoff(Duration::from_millis(50))
+            .with_max_backoff(Duration::from_secs(5));
+        let config = loader
+            .timeout_config(timeouts)
+            .retry_config(retries)
+            .load()
+            .await;
         let overridden = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|v| !v.is_empty())
             || std::env::var("AWS_ENDPOINT_URL_S3").is_ok_and(|v| !v.is_empty());
         let s3_config = aws_sdk_s3::config::Builder::from(&config)
@@ -86,6 +107,9 @@ impl Clients {
         }
     }
 }
+
+/// Tries of one AWS call (the first included) before its failure is reported.
+pub const ATTEMPTS: u32 = 6;
 
 /// The adapters of one deployment.
 pub struct Aws {

@@ -5,6 +5,9 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntr
 use sarvcrawl_core::ports::{Delivery, StoreError, StoreResult, Task, WorkQueue};
 use std::time::Duration;
 
+/// SQS's longest delay of a message.
+const MAX_DELAY_SECS: u64 = 900;
+
 /// SQS-backed [`WorkQueue`]: tasks go to the work queue, or to the render queue when they
 /// render and the deployment has one; receipts belong to the queue this process consumes.
 pub struct SqsQueue {
@@ -47,8 +50,9 @@ impl SqsQueue {
         self
     }
 
-    /// Sends `tasks` to `queue`, ten to a batch.
-    async fn send_to(&self, queue: &str, tasks: &[&Task]) -> StoreResult<()> {
+    /// Sends `tasks` to `queue`, ten to a batch, each delivered no sooner than `delay`.
+    async fn send_to(&self, queue: &str, tasks: &[&Task], delay: Duration) -> StoreResult<()> {
+        let delay = delay.as_secs().min(MAX_DELAY_SECS) as i32;
         for chunk in tasks.chunks(10) {
             let mut entries = Vec::with_capacity(chunk.len());
             for (i, t) in chunk.iter().enumerate() {
@@ -57,6 +61,7 @@ impl SqsQueue {
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
                         .message_body(body)
+                        .delay_seconds(delay)
                         .build()
                         .map_err(StoreError::new)?,
                 );
@@ -88,12 +93,16 @@ pub(crate) fn parse_task(body: &str) -> Option<Task> {
 #[async_trait]
 impl WorkQueue for SqsQueue {
     async fn send(&self, tasks: &[Task]) -> StoreResult<()> {
+        self.send_later(tasks, Duration::ZERO).await
+    }
+
+    async fn send_later(&self, tasks: &[Task], delay: Duration) -> StoreResult<()> {
         let (render, work): (Vec<&Task>, Vec<&Task>) = tasks
             .iter()
             .partition(|t| t.render && self.render_url.is_some());
-        self.send_to(&self.work_url, &work).await?;
+        self.send_to(&self.work_url, &work, delay).await?;
         if let Some(url) = &self.render_url {
-            self.send_to(url, &render).await?;
+            self.send_to(url, &render, delay).await?;
         }
         Ok(())
     }

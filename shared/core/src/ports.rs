@@ -225,6 +225,8 @@ pub struct Completion {
     pub applied: bool,
     /// Nodes of the job still queued or running after this call.
     pub pending: u64,
+    /// Of those, the ones in the frontier, waiting for [`JobStore::advance`].
+    pub waiting: u64,
 }
 
 /// Severity of a job log entry.
@@ -336,6 +338,20 @@ pub struct ResultPage {
     pub total: u64,
 }
 
+/// An active job, as the sweeper sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveJob {
+    pub user_id: UserId,
+    pub job_id: JobId,
+    pub kind: JobKind,
+    /// Its last progress: created, started, a page done, or repaired.
+    pub activity: DateTime<Utc>,
+    /// Pages queued or running.
+    pub pending: u64,
+    /// Repairs since its last page was done.
+    pub repairs: u32,
+}
+
 /// Most URLs one job's tree records (SECURITY.md V4); `add_nodes` drops what comes after.
 pub const MAX_NODES_PER_JOB: u64 = 200_000;
 
@@ -383,9 +399,9 @@ pub trait JobStore: Send + Sync {
 
     /// Records URLs found on `parent`. A URL the job knows already is left alone. A URL to
     /// fetch is claimed (`queued`, counted in `pages_discovered`) while fewer than `limit` are
-    /// claimed, and recorded as skipped for `limit` after that. Returns the URLs this page owes
-    /// the queue: the ones it claimed now and those of `nodes` it claimed earlier that are
-    /// still queued (so a redelivered page re-sends what a crash may have lost).
+    /// claimed, and recorded as skipped for `limit` after that. A claimed URL joins the job's
+    /// frontier: it is fetched once [`JobStore::advance`] lets it go. Returns the URLs this
+    /// call claimed.
     async fn add_nodes(
         &self,
         user: &UserId,
@@ -394,6 +410,45 @@ pub trait JobStore: Send + Sync {
         nodes: &[NewNode],
         limit: u64,
     ) -> StoreResult<Vec<NewNode>>;
+
+    /// Lets URLs of the job's frontier go to the queue, in discovery order, while fewer than
+    /// `max_in_flight` of its URLs are let go and not yet done (the root counts from the
+    /// start); returns those let go now, which the caller queues. Nothing while the job is
+    /// final. Racing callers never let one URL go twice or exceed the bound.
+    async fn advance(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        max_in_flight: u32,
+    ) -> StoreResult<Vec<NewNode>>;
+
+    /// URLs let go to the queue that no worker has started: queued again when a job stalls,
+    /// in case their tasks were lost.
+    async fn released_unstarted(&self, user: &UserId, job: &JobId) -> StoreResult<Vec<NewNode>>;
+
+    /// Jobs not yet final, at most `max`, with their last progress.
+    async fn active_jobs(&self, max: u32) -> StoreResult<Vec<ActiveJob>>;
+
+    /// Fails a job whose last progress is still `activity` (nothing happened since the caller
+    /// looked), freeing its slot; false when it progressed or ended meanwhile.
+    async fn fail_if_idle(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        activity: DateTime<Utc>,
+        error: JobError,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Counts a repair of a job whose last progress is still `activity` and makes `at` its
+    /// last progress; false when it progressed or ended meanwhile.
+    async fn note_repair(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        activity: DateTime<Utc>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
 
     /// Takes a node for fetching on behalf of `holder` (one attempt's id): `queued`, or
     /// `running` under a lease that ran out or that `holder` already holds (a retried write),
@@ -462,6 +517,30 @@ pub struct Task {
     /// their own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub render: bool,
+    /// The start booked for this page's fetch under its job's pacing, when the task was put
+    /// back to wait for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
+}
+
+impl Task {
+    /// The task of page `url` (at `depth`) of `user`'s `job`.
+    pub fn new(
+        user: &UserId,
+        job: &JobId,
+        url: impl Into<String>,
+        depth: u32,
+        render: bool,
+    ) -> Self {
+        Task {
+            user_id: user.clone(),
+            job_id: job.clone(),
+            url: url.into(),
+            depth,
+            render,
+            not_before: None,
+        }
+    }
 }
 
 /// A received task; `receipt` acknowledges it.
@@ -481,6 +560,8 @@ pub struct Delivery {
 #[async_trait]
 pub trait WorkQueue: Send + Sync {
     async fn send(&self, tasks: &[Task]) -> StoreResult<()>;
+    /// Sends `tasks` to be delivered no sooner than `delay` from now (at most 15 minutes).
+    async fn send_later(&self, tasks: &[Task], delay: Duration) -> StoreResult<()>;
     /// Up to `max` tasks, waiting at most `wait` for the first.
     async fn receive(&self, max: usize, wait: Duration) -> StoreResult<Vec<Delivery>>;
     async fn ack(&self, receipt: &str) -> StoreResult<()>;
@@ -560,10 +641,39 @@ pub trait IdempotencyStore: Send + Sync {
     async fn release(&self, user: &UserId, key: &str) -> StoreResult<()>;
 }
 
-/// Everything a backend stores besides documents: jobs, monitors and idempotency records.
-pub trait Store: JobStore + MonitorStore + IdempotencyStore {}
+/// Rules that hold across every process of a deployment, kept in the store: gates that at most
+/// `capacity` holders pass at once (each place leased, so a holder that dies frees it when its
+/// lease runs out), and starts spaced in time.
+#[async_trait]
+pub trait Gates: Send + Sync {
+    /// Takes a free place of `gate` (one of `capacity`; a place whose lease ran out is free)
+    /// for `holder` until `until`; the place taken, or `None` when every place is held.
+    async fn enter(
+        &self,
+        gate: &str,
+        capacity: u32,
+        holder: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Option<u32>>;
 
-impl<T: JobStore + MonitorStore + IdempotencyStore> Store for T {}
+    /// Gives back the place `holder` took (nothing when its lease ran out and another took it).
+    async fn leave(&self, gate: &str, place: u32, holder: &str) -> StoreResult<()>;
+
+    /// Books a start under `pace`: the earliest time at or after `now` that is at least
+    /// `spacing` after the start booked before it. Racing callers get distinct starts.
+    async fn book(
+        &self,
+        pace: &str,
+        spacing: Duration,
+        now: DateTime<Utc>,
+    ) -> StoreResult<DateTime<Utc>>;
+}
+
+/// Everything a backend stores besides documents: jobs, monitors, idempotency records and
+/// gates.
+pub trait Store: JobStore + MonitorStore + IdempotencyStore + Gates {}
+
+impl<T: JobStore + MonitorStore + IdempotencyStore + Gates> Store for T {}
 
 /// One hit of a web search.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -92,6 +92,28 @@ CREATE INDEX IF NOT EXISTS queue_by_receipt ON queue (receipt);
 const MIGRATIONS: &[&str] = &[
     // Deliveries of a task that ended with the process (the server stopped mid-task).
     "ALTER TABLE queue ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0",
+    // The frontier: a claimed node waits (`released = 0`) until its job may fetch it; the job
+    // counts its nodes let go and not done (`in_flight`), its last progress (`activity`, ms)
+    // and the repairs since (`repairs`). Gates and paces hold rules across processes.
+    "ALTER TABLE nodes ADD COLUMN released INTEGER NOT NULL DEFAULT 1;
+     ALTER TABLE jobs ADD COLUMN in_flight INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE jobs ADD COLUMN activity INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE jobs ADD COLUMN repairs INTEGER NOT NULL DEFAULT 0;
+     CREATE INDEX nodes_waiting ON nodes (job_id, seq) WHERE released = 0 AND status = 'queued';
+     CREATE INDEX jobs_active ON jobs (activity) WHERE status IN ('queued', 'running');
+     CREATE TABLE gates (
+         gate TEXT NOT NULL,
+         place INTEGER NOT NULL,
+         holder TEXT NOT NULL,
+         lease_until INTEGER NOT NULL,
+         PRIMARY KEY (gate, place)
+     ) WITHOUT ROWID;
+     CREATE TABLE paces (
+         pace TEXT PRIMARY KEY,
+         next_at INTEGER NOT NULL,
+         expires_at INTEGER NOT NULL
+     ) WITHOUT ROWID;
+     CREATE INDEX paces_by_expiry ON paces (expires_at)",
 ];
 
 /// Creates the schema and brings it up to date.

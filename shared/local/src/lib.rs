@@ -3,6 +3,7 @@
 
 mod blobs;
 mod db;
+mod gates;
 mod idempotency;
 mod monitors;
 mod queue;

@@ -46,7 +46,7 @@ impl SqliteQueue {
                 [],
             )?;
             c.execute(
-                "UPDATE queue SET visible_at = 0, receipt = NULL WHERE visible_at > 0",
+                "UPDATE queue SET visible_at = 0, receipt = NULL WHERE receipt IS NOT NULL",
                 [],
             )
         })
@@ -109,17 +109,26 @@ impl SqliteQueue {
 #[async_trait]
 impl WorkQueue for SqliteQueue {
     async fn send(&self, tasks: &[Task]) -> StoreResult<()> {
+        self.send_later(tasks, Duration::ZERO).await
+    }
+
+    async fn send_later(&self, tasks: &[Task], delay: Duration) -> StoreResult<()> {
         let bodies: Vec<String> = tasks
             .iter()
             .map(serde_json::to_string)
             .collect::<Result<_, _>>()
             .map_err(sarvcrawl_core::ports::StoreError::new)?;
+        let visible_at = if delay.is_zero() {
+            0
+        } else {
+            self.now_ms() + delay.as_millis() as i64
+        };
         self.db
             .write(move |tx| {
                 let mut insert =
-                    tx.prepare_cached("INSERT INTO queue (body, visible_at) VALUES (?1, 0)")?;
+                    tx.prepare_cached("INSERT INTO queue (body, visible_at) VALUES (?1, ?2)")?;
                 for b in &bodies {
-                    insert.execute([b])?;
+                    insert.execute(params![b, visible_at])?;
                 }
                 Ok(())
             })

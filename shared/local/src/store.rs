@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
-    parse_stored_time, stored_time, Claim, Clock, Completion, CreateOutcome, JobQuery, JobStore,
-    LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry, ResultPage,
-    SkipReason, StoreResult, MAX_NODES_PER_JOB,
+    parse_stored_time, stored_time, ActiveJob, Claim, Clock, Completion, CreateOutcome, JobQuery,
+    JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry,
+    ResultPage, SkipReason, StoreResult, MAX_NODES_PER_JOB,
 };
 use std::sync::Arc;
 
@@ -23,6 +23,10 @@ pub struct SqliteStore {
 impl SqliteStore {
     pub(crate) fn new(db: Arc<Db>, clock: Arc<dyn Clock>) -> Self {
         SqliteStore { db, clock }
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now().timestamp_millis()
     }
 
     /// Reads from the job `job` of `user` with `f` (given the job's id); nothing (the empty
@@ -39,6 +43,46 @@ impl SqliteStore {
                     return Ok(T::default());
                 }
                 f(c, &job)
+            })
+            .await
+    }
+
+    /// Sets a final status once and frees the slot; with `idle_since`, only while the job's
+    /// last progress is still that.
+    async fn finish(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        status: JobStatus,
+        error: Option<JobError>,
+        at: DateTime<Utc>,
+        idle_since: Option<DateTime<Utc>>,
+    ) -> StoreResult<bool> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        let error = error.map(|e| serde_json::to_string(&e).unwrap_or_default());
+        let idle_since = idle_since.map(|t| t.timestamp_millis());
+        self.db
+            .write(move |tx| {
+                let n = tx.execute(
+                    "UPDATE jobs SET status = ?3, error = ?4, finished_at = ?5
+                     WHERE job_id = ?1 AND user_id = ?2 AND status IN ('queued', 'running')
+                       AND (?6 IS NULL OR activity = ?6)",
+                    params![
+                        job,
+                        user,
+                        status.as_str(),
+                        error,
+                        stored_time(at),
+                        idle_since
+                    ],
+                )?;
+                if n == 1 {
+                    tx.execute(
+                        "DELETE FROM slots WHERE user_id = ?1 AND job_id = ?2",
+                        params![user, job],
+                    )?;
+                }
+                Ok(n == 1)
             })
             .await
     }
@@ -103,9 +147,18 @@ fn node_from_row(r: &Row) -> rusqlite::Result<NodeRow> {
     })
 }
 
-fn pending_of(tx: &Transaction, job: &str) -> rusqlite::Result<u64> {
-    tx.query_row("SELECT pending FROM jobs WHERE job_id = ?1", [job], |r| {
-        r.get(0)
+/// What a completion leaves: the job's pending nodes, and how many of them wait in its
+/// frontier.
+fn completion(tx: &Transaction, job: &str, applied: bool) -> rusqlite::Result<Completion> {
+    let (pending, in_flight): (u64, u64) = tx.query_row(
+        "SELECT pending, in_flight FROM jobs WHERE job_id = ?1",
+        [job],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(Completion {
+        applied,
+        pending,
+        waiting: pending.saturating_sub(in_flight),
     })
 }
 
@@ -163,19 +216,22 @@ impl JobStore for SqliteStore {
                     )?;
                 }
                 tx.execute(
-                    "INSERT INTO jobs (job_id, user_id, kind, status, created_at, request, discovered, pending, nodes)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, 1, 1)",
+                    "INSERT INTO jobs (job_id, user_id, kind, status, created_at, request, discovered,
+                       pending, nodes, in_flight, activity)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, 1, 1, 1, ?7)",
                     params![
                         job.job_id.as_str(),
                         user,
                         job.kind.as_str(),
                         job.status.as_str(),
                         stored_time(job.created_at),
-                        request
+                        request,
+                        now
                     ],
                 )?;
                 tx.execute(
-                    "INSERT INTO nodes (job_id, url, seq, parent, depth, status) VALUES (?1, ?2, 1, NULL, 0, 'queued')",
+                    "INSERT INTO nodes (job_id, url, seq, parent, depth, status, released)
+                     VALUES (?1, ?2, 1, NULL, 0, 'queued', 1)",
                     params![job.job_id.as_str(), root],
                 )?;
                 Ok(CreateOutcome::Created)
@@ -228,9 +284,9 @@ impl JobStore for SqliteStore {
         self.db
             .write(move |tx| {
                 let n = tx.execute(
-                    "UPDATE jobs SET status = 'running', started_at = ?3
+                    "UPDATE jobs SET status = 'running', started_at = ?3, activity = ?4
                      WHERE job_id = ?1 AND user_id = ?2 AND status = 'queued'",
-                    params![job, user, stored_time(at)],
+                    params![job, user, stored_time(at), at.timestamp_millis()],
                 )?;
                 Ok(n == 1)
             })
@@ -245,24 +301,7 @@ impl JobStore for SqliteStore {
         error: Option<JobError>,
         at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let (user, job) = (user.0.clone(), job.0.clone());
-        let error = error.map(|e| serde_json::to_string(&e).unwrap_or_default());
-        self.db
-            .write(move |tx| {
-                let n = tx.execute(
-                    "UPDATE jobs SET status = ?3, error = ?4, finished_at = ?5
-                     WHERE job_id = ?1 AND user_id = ?2 AND status IN ('queued', 'running')",
-                    params![job, user, status.as_str(), error, stored_time(at)],
-                )?;
-                if n == 1 {
-                    tx.execute(
-                        "DELETE FROM slots WHERE user_id = ?1 AND job_id = ?2",
-                        params![user, job],
-                    )?;
-                }
-                Ok(n == 1)
-            })
-            .await
+        self.finish(user, job, status, error, at, None).await
     }
 
     async fn renew_slot(
@@ -304,11 +343,12 @@ impl JobStore for SqliteStore {
                     [&job],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )?;
+                let mut claimed = Vec::new();
                 {
                     let mut known = tx.prepare_cached("SELECT 1 FROM nodes WHERE job_id = ?1 AND url = ?2")?;
                     let mut insert = tx.prepare_cached(
-                        "INSERT INTO nodes (job_id, url, seq, parent, depth, status, reason)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        "INSERT INTO nodes (job_id, url, seq, parent, depth, status, reason, released)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0)",
                     )?;
                     for n in &nodes {
                         if count >= MAX_NODES_PER_JOB {
@@ -323,6 +363,7 @@ impl JobStore for SqliteStore {
                         if skip.is_none() {
                             discovered += 1;
                             pending += 1;
+                            claimed.push(n.clone());
                         }
                         insert.execute(params![
                             job,
@@ -339,17 +380,142 @@ impl JobStore for SqliteStore {
                     "UPDATE jobs SET discovered = ?2, pending = ?3, nodes = ?4 WHERE job_id = ?1",
                     params![job, discovered, pending, count],
                 )?;
-                let mut owed = tx.prepare_cached(
-                    "SELECT url, depth FROM nodes WHERE job_id = ?1 AND parent = ?2 AND status = 'queued'",
+                Ok(claimed)
+            })
+            .await
+    }
+
+    async fn advance(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        max_in_flight: u32,
+    ) -> StoreResult<Vec<NewNode>> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .write(move |tx| {
+                let in_flight: Option<u64> = tx
+                    .query_row(
+                        "SELECT in_flight FROM jobs WHERE job_id = ?1 AND user_id = ?2
+                         AND status IN ('queued', 'running')",
+                        params![job, user],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let Some(in_flight) = in_flight else {
+                    return Ok(Vec::new());
+                };
+                let room = u64::from(max_in_flight).saturating_sub(in_flight);
+                let next: Vec<NewNode> = tx
+                    .prepare_cached(
+                        "SELECT url, depth FROM nodes WHERE job_id = ?1 AND released = 0
+                         AND status = 'queued' ORDER BY seq LIMIT ?2",
+                    )?
+                    .query_map(params![job, room], |r| {
+                        Ok(NewNode {
+                            url: r.get(0)?,
+                            depth: r.get(1)?,
+                            skip: None,
+                        })
+                    })?
+                    .collect::<Result<_, _>>()?;
+                let mut let_go = tx.prepare_cached(
+                    "UPDATE nodes SET released = 1 WHERE job_id = ?1 AND url = ?2",
                 )?;
-                let rows = owed.query_map(params![job, parent], |r| {
-                    Ok(NewNode {
-                        url: r.get(0)?,
-                        depth: r.get(1)?,
-                        skip: None,
+                for n in &next {
+                    let_go.execute(params![job, n.url])?;
+                }
+                tx.execute(
+                    "UPDATE jobs SET in_flight = in_flight + ?2 WHERE job_id = ?1",
+                    params![job, next.len()],
+                )?;
+                Ok(next)
+            })
+            .await
+    }
+
+    async fn released_unstarted(&self, user: &UserId, job: &JobId) -> StoreResult<Vec<NewNode>> {
+        self.read_owned(user, job, move |c, job| {
+            c.prepare_cached(
+                "SELECT url, depth FROM nodes WHERE job_id = ?1 AND released = 1 AND status = 'queued'",
+            )?
+            .query_map([job], |r| {
+                Ok(NewNode {
+                    url: r.get(0)?,
+                    depth: r.get(1)?,
+                    skip: None,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn active_jobs(&self, max: u32) -> StoreResult<Vec<ActiveJob>> {
+        self.db
+            .read(move |c| {
+                c.prepare_cached(
+                    "SELECT user_id, job_id, kind, activity, pending, repairs FROM jobs
+                     WHERE status IN ('queued', 'running') ORDER BY activity LIMIT ?1",
+                )?
+                .query_map([max], |r| {
+                    let kind: String = r.get(2)?;
+                    let activity: i64 = r.get(3)?;
+                    Ok(ActiveJob {
+                        user_id: UserId(r.get(0)?),
+                        job_id: JobId(r.get(1)?),
+                        kind: JobKind::parse(&kind).ok_or_else(|| bad("kind"))?,
+                        activity: DateTime::from_timestamp_millis(activity).unwrap_or_default(),
+                        pending: r.get(4)?,
+                        repairs: r.get(5)?,
                     })
-                })?;
-                rows.collect()
+                })?
+                .collect()
+            })
+            .await
+    }
+
+    async fn fail_if_idle(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        activity: DateTime<Utc>,
+        error: JobError,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.finish(
+            user,
+            job,
+            JobStatus::Failed,
+            Some(error),
+            at,
+            Some(activity),
+        )
+        .await
+    }
+
+    async fn note_repair(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        activity: DateTime<Utc>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .write(move |tx| {
+                let n = tx.execute(
+                    "UPDATE jobs SET activity = ?4, repairs = repairs + 1
+                     WHERE job_id = ?1 AND user_id = ?2 AND status IN ('queued', 'running')
+                       AND activity = ?3",
+                    params![
+                        job,
+                        user,
+                        activity.timestamp_millis(),
+                        at.timestamp_millis()
+                    ],
+                )?;
+                Ok(n == 1)
             })
             .await
     }
@@ -410,31 +576,31 @@ impl JobStore for SqliteStore {
     ) -> StoreResult<Completion> {
         let (user, job, url) = (user.0.clone(), job.0.clone(), url.to_string());
         let outcome = outcome.clone();
+        let now = self.clock.now().timestamp_millis();
         self.db
             .write(move |tx| {
                 if !owns(tx, &user, &job)? {
                     return Ok(Completion {
                         applied: false,
                         pending: 0,
+                        waiting: 0,
                     });
                 }
-                let current: Option<String> = tx
+                let current: Option<(String, bool)> = tx
                     .query_row(
-                        "SELECT status FROM nodes WHERE job_id = ?1 AND url = ?2",
+                        "SELECT status, released FROM nodes WHERE job_id = ?1 AND url = ?2",
                         params![job, url],
-                        |r| r.get(0),
+                        |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .optional()?;
                 let pending_now = current
-                    .as_deref()
-                    .and_then(NodeStatus::parse)
+                    .as_ref()
+                    .and_then(|(s, _)| NodeStatus::parse(s))
                     .is_some_and(NodeStatus::is_pending);
                 if !pending_now || outcome.status.is_pending() {
-                    return Ok(Completion {
-                        applied: false,
-                        pending: pending_of(tx, &job)?,
-                    });
+                    return completion(tx, &job, false);
                 }
+                let released = current.is_some_and(|(_, r)| r);
                 tx.execute(
                     "UPDATE nodes SET status = ?3, status_code = ?4 WHERE job_id = ?1 AND url = ?2",
                     params![job, url, outcome.status.as_str(), outcome.status_code],
@@ -445,9 +611,10 @@ impl JobStore for SqliteStore {
                     _ => (0, 0),
                 };
                 tx.execute(
-                    "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3, pending = pending - 1
+                    "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3, pending = pending - 1,
+                       in_flight = MAX(in_flight - ?4, 0), activity = ?5, repairs = 0
                      WHERE job_id = ?1",
-                    params![job, completed, failed],
+                    params![job, completed, failed, u64::from(released), now],
                 )?;
                 if let Some(key) = &outcome.document_key {
                     tx.execute(
@@ -456,10 +623,7 @@ impl JobStore for SqliteStore {
                         params![job, key],
                     )?;
                 }
-                Ok(Completion {
-                    applied: true,
-                    pending: pending_of(tx, &job)?,
-                })
+                completion(tx, &job, true)
             })
             .await
     }

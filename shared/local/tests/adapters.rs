@@ -20,13 +20,13 @@ fn crawl_job(u: &UserId) -> Job {
 
 /// A task of a new crawl of user `u`.
 fn task() -> Task {
-    Task {
-        user_id: user("u"),
-        job_id: crawl_job(&user("u")).job_id,
-        url: "https://e.com/".into(),
-        depth: 0,
-        render: false,
-    }
+    Task::new(
+        &user("u"),
+        &crawl_job(&user("u")).job_id,
+        "https://e.com/",
+        0,
+        false,
+    )
 }
 
 /// A clock that stands still until the test moves it.

@@ -6,24 +6,114 @@ use aws_lambda_events::apigw::ApiGatewayV2CustomAuthorizerV2Request;
 use aws_lambda_events::sqs::SqsEvent;
 use e2e::clock::TestClock;
 use e2e::{Route, Site};
-use sarvcrawl_aws::lambda::{authorizer, dlq, http, scheduler, worker, Deployment};
-use sarvcrawl_core::domain::{JobId, JobStatus, UserId};
-use sarvcrawl_core::ports::{BlobStore, Clock, JobStore, Task, WorkQueue};
+use sarvcrawl_aws::lambda::{authorizer, dlq, http, worker, Deployment};
+use sarvcrawl_aws::{Clients, Names};
+use sarvcrawl_core::app::sweep::{sweep, MAX_REPAIRS};
+use sarvcrawl_core::domain::{Job, JobId, JobStatus, UserId};
+use sarvcrawl_core::ports::{BlobStore, Clock, JobStore, NodeStatus, SystemClock, Task, WorkQueue};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-async fn deployment() -> Deployment {
-    let (clients, names) = crate::emulator::resources().await;
-    Deployment::new(clients, names, vec!["127.0.0.1/32".parse().unwrap()]).unwrap()
+/// The time a test gives a worker invocation (the template's default worker timeout).
+const INVOCATION: Duration = Duration::from_secs(300);
+
+fn allow() -> Vec<ipnet::IpNet> {
+    vec!["127.0.0.1/32".parse().unwrap()]
 }
 
-/// A deployment whose time is `clock`'s.
-async fn deployment_at(clock: Arc<TestClock>) -> Deployment {
-    let (clients, names) = crate::emulator::resources().await;
-    let allow = vec!["127.0.0.1/32".parse().unwrap()];
-    Deployment::with_clock(clients, names, allow, clock).unwrap()
+/// One deployment's functions on fresh resources, each acting as its own principal, whose
+/// only policy is the one `template.yaml` gives that function (the emulator enforces IAM);
+/// and the operator's view (everything allowed) to set up and look inside.
+struct Functions {
+    names: Names,
+    clock: Arc<dyn Clock>,
+    operator: Deployment,
+    roles: tokio::sync::Mutex<HashMap<String, Arc<Deployment>>>,
+}
+
+impl Functions {
+    async fn new() -> Self {
+        Self::at(Arc::new(SystemClock)).await
+    }
+
+    async fn at(clock: Arc<dyn Clock>) -> Self {
+        let (clients, names) = crate::emulator::resources().await;
+        Self::on(clients, names, clock)
+    }
+
+    fn on(clients: Clients, names: Names, clock: Arc<dyn Clock>) -> Self {
+        let operator =
+            Deployment::with_clock(clients, names.clone(), allow(), clock.clone()).unwrap();
+        Functions {
+            names,
+            clock,
+            operator,
+            roles: Default::default(),
+        }
+    }
+
+    /// The deployment as the function `name` (e.g. `WorkerFunction`) runs it.
+    async fn function(&self, name: &str) -> Arc<Deployment> {
+        let mut roles = self.roles.lock().await;
+        if let Some(d) = roles.get(name) {
+            return d.clone();
+        }
+        let clients = crate::emulator::clients_of(name, &self.names).await;
+        let d = Arc::new(
+            Deployment::with_clock(clients, self.names.clone(), allow(), self.clock.clone())
+                .unwrap(),
+        );
+        roles.insert(name.to_string(), d.clone());
+        d
+    }
+
+    /// An API request, handled by the function `template.yaml` routes it to.
+    async fn api(&self, req: lambda_http::Request) -> lambda_http::Response<lambda_http::Body> {
+        let route = route_of(req.uri().path());
+        let function = crate::emulator::function_of_route(req.method().as_str(), &route);
+        http::handle(&self.function(&function).await.app, req).await
+    }
+
+    /// Submits a job of `kind` for `user` and expects 202; its id.
+    async fn submit(&self, kind: &str, user: &str, body: Value) -> JobId {
+        let resp = self
+            .api(api_event(
+                "POST",
+                &format!("/api/{kind}"),
+                Some(user),
+                Some(body),
+            ))
+            .await;
+        assert_eq!(resp.status(), 202, "{}", body_json(&resp));
+        JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string())
+    }
+
+    async fn job(&self, user: &str, id: &JobId) -> Job {
+        let store = &self.operator.aws.store;
+        store
+            .get_job(&UserId(user.into()), id)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+}
+
+/// The route key of a request path: `/api/jobs/{id}` for `/api/jobs/job_01...`.
+fn route_of(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.as_slice() {
+        ["", "api", kind @ ("jobs" | "monitors"), _id, rest @ ..] => {
+            let mut route = format!("/api/{kind}/{{id}}");
+            for r in rest {
+                route.push('/');
+                route.push_str(r);
+            }
+            route
+        }
+        _ => path.to_string(),
+    }
 }
 
 /// An API Gateway HTTP API (payload 2.0) event with a JSON body, as the authorizer leaves it.
@@ -85,10 +175,10 @@ fn sqs_event(tasks: &[(String, Task)]) -> SqsEvent {
     serde_json::from_value(json!({"Records": records})).expect("SQS event")
 }
 
-async fn final_status(d: &Deployment, user: &UserId, id: &JobId) -> JobStatus {
+async fn final_status(f: &Functions, user: &UserId, id: &JobId) -> JobStatus {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let job = d.aws.store.get_job(user, id).await.unwrap().unwrap();
+        let job = f.job(user.as_str(), id).await;
         if job.status.is_final() || Instant::now() > deadline {
             return job.status;
         }
@@ -98,28 +188,13 @@ async fn final_status(d: &Deployment, user: &UserId, id: &JobId) -> JobStatus {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn submit_answers_202_and_writes_the_job_and_its_message() {
-    let d = deployment().await;
-    let resp = http::handle(
-        &d.app,
-        api_event(
-            "POST",
-            "/api/scrape",
-            Some("u1"),
-            Some(json!({"url": "https://example.com/"})),
-        ),
-    )
-    .await;
-    assert_eq!(resp.status(), 202);
-    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
-    let job = d
-        .aws
-        .store
-        .get_job(&UserId("u1".into()), &id)
-        .await
-        .unwrap()
-        .expect("job item");
-    assert_eq!(job.status, JobStatus::Queued);
-    let messages = d
+    let f = Functions::new().await;
+    let id = f
+        .submit("scrape", "u1", json!({"url": "https://example.com/"}))
+        .await;
+    assert_eq!(f.job("u1", &id).await.status, JobStatus::Queued);
+    let messages = f
+        .operator
         .aws
         .queue
         .receive(10, Duration::from_secs(1))
@@ -128,19 +203,67 @@ async fn submit_answers_202_and_writes_the_job_and_its_message() {
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0].task.job_id, id);
     // Without the authorizer's user id nothing is done.
-    let resp = http::handle(
-        &d.app,
-        api_event(
+    let resp = f
+        .api(api_event(
             "POST",
             "/api/scrape",
             None,
             Some(json!({"url": "https://example.com/"})),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(resp.status(), 401);
-    let resp = http::handle(&d.app, api_event("GET", "/api/health", None, None)).await;
+    let resp = f.api(api_event("GET", "/api/health", None, None)).await;
     assert_eq!(resp.status(), 200);
+}
+
+/// `req` with the header `name: value` added.
+fn with_header(
+    mut req: lambda_http::Request,
+    name: &'static str,
+    value: &str,
+) -> lambda_http::Request {
+    req.headers_mut()
+        .insert(name, value.parse().expect("a header value"));
+    req
+}
+
+/// Submit's refusals under its own policy: each undoes what it wrote (an idempotency key, a
+/// slot) and answers the client's error, never a 500.
+#[tokio::test(flavor = "multi_thread")]
+async fn submit_refuses_with_400_and_429_under_its_own_policy() {
+    let f = Functions::new().await;
+    let keyed = |body: Value, key: &str| {
+        with_header(
+            api_event("POST", "/api/crawl", Some("iam"), Some(body)),
+            "idempotency-key",
+            key,
+        )
+    };
+    let invalid = f
+        .api(keyed(json!({"url": "ftp://example.com/"}), "k-invalid"))
+        .await;
+    assert_eq!(invalid.status(), 400, "{}", body_json(&invalid));
+    let body = json!({"url": "https://example.com/", "use_sitemap": false});
+    let first = f.api(keyed(body.clone(), "k-first")).await;
+    assert_eq!(first.status(), 202, "{}", body_json(&first));
+    let busy = f.api(keyed(body, "k-busy")).await;
+    assert_eq!(busy.status(), 429, "{}", body_json(&busy));
+    assert_eq!(body_json(&busy)["error"]["code"], "CONCURRENCY_LIMIT");
+    // Maps have no slot of their own but count against the user's active jobs.
+    let cap = f.operator.app.config.max_active_jobs;
+    for _ in 0..cap {
+        f.submit("map", "iam", json!({"url": "https://example.com/"}))
+            .await;
+    }
+    let over = f
+        .api(api_event(
+            "POST",
+            "/api/map",
+            Some("iam"),
+            Some(json!({"url": "https://example.com/"})),
+        ))
+        .await;
+    assert_eq!(over.status(), 429, "{}", body_json(&over));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -150,39 +273,25 @@ async fn worker_reports_exactly_the_message_that_failed() {
         Route::Html("<p>hello</p>".into()),
     )]))
     .await;
-    let d = deployment().await;
+    let f = Functions::new().await;
     let mut tasks = Vec::new();
     for i in 0..9 {
         let user = format!("w{i}");
-        let resp = http::handle(
-            &d.app,
-            api_event(
-                "POST",
-                "/api/scrape",
-                Some(&user),
-                Some(json!({"url": site.url("/")})),
-            ),
-        )
-        .await;
-        assert_eq!(resp.status(), 202);
-        let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+        let id = f
+            .submit("scrape", &user, json!({"url": site.url("/")}))
+            .await;
         tasks.push((
             format!("m{i}"),
-            Task {
-                user_id: UserId(user),
-                job_id: id,
-                url: site.url("/"),
-                depth: 0,
-                render: false,
-            },
+            Task::new(&UserId(user), &id, site.url("/"), 0, false),
         ));
     }
     // A job whose stored item cannot be read: processing it fails like a storage fault.
     let broken = JobId("job_01M8M5JM0KJEYKVCENJMEP764C".into());
-    d.clients
+    f.operator
+        .clients
         .dynamo
         .put_item()
-        .table_name(&d.names.table)
+        .table_name(&f.names.table)
         .item(
             "PK",
             aws_sdk_dynamodb::types::AttributeValue::S(format!("JOB#w9#{}", broken.as_str())),
@@ -200,15 +309,10 @@ async fn worker_reports_exactly_the_message_that_failed() {
         .unwrap();
     tasks.push((
         "m9".into(),
-        Task {
-            user_id: UserId("w9".into()),
-            job_id: broken,
-            url: site.url("/"),
-            depth: 0,
-            render: false,
-        },
+        Task::new(&UserId("w9".into()), &broken, site.url("/"), 0, false),
     ));
-    let response = worker::handle(&d.app, sqs_event(&tasks)).await;
+    let worker = f.function("WorkerFunction").await;
+    let response = worker::handle(&worker.app, sqs_event(&tasks), INVOCATION).await;
     let failed: Vec<&str> = response
         .batch_item_failures
         .iter()
@@ -217,7 +321,7 @@ async fn worker_reports_exactly_the_message_that_failed() {
     assert_eq!(failed, ["m9"]);
     for (_, t) in &tasks[..9] {
         assert_eq!(
-            final_status(&d, &t.user_id, &t.job_id).await,
+            final_status(&f, &t.user_id, &t.job_id).await,
             JobStatus::Completed
         );
     }
@@ -225,9 +329,14 @@ async fn worker_reports_exactly_the_message_that_failed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn authorizer_passes_only_a_known_key_s_user() {
-    let d = deployment().await;
+    let f = Functions::new().await;
     let key = sarvcrawl_aws::keys::generate_key().unwrap();
-    d.aws.keys.add(&UserId("alice".into()), &key).await.unwrap();
+    f.operator
+        .aws
+        .keys
+        .add(&UserId("alice".into()), &key)
+        .await
+        .unwrap();
     let event = |auth: Option<&str>| -> ApiGatewayV2CustomAuthorizerV2Request {
         let mut headers = serde_json::Map::new();
         if let Some(a) = auth {
@@ -241,6 +350,7 @@ async fn authorizer_passes_only_a_known_key_s_user() {
         }))
         .expect("authorizer event")
     };
+    let d = f.function("AuthorizerFunction").await;
     let good = authorizer::handle(&d.aws.keys, event(Some(&format!("Bearer {key}")))).await;
     assert!(good.is_authorized);
     assert_eq!(good.context, json!({"user_id": "alice"}));
@@ -258,135 +368,114 @@ async fn authorizer_passes_only_a_known_key_s_user() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dead_letters_fail_the_job_and_free_the_slot() {
-    let d = deployment().await;
+    let f = Functions::new().await;
     let body = json!({"url": "https://example.com/", "use_sitemap": false});
-    let resp = http::handle(
-        &d.app,
-        api_event("POST", "/api/crawl", Some("dl"), Some(body.clone())),
-    )
-    .await;
-    assert_eq!(resp.status(), 202);
-    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
-    let busy = http::handle(
-        &d.app,
-        api_event("POST", "/api/crawl", Some("dl"), Some(body.clone())),
-    )
-    .await;
+    let id = f.submit("crawl", "dl", body.clone()).await;
+    let busy = f
+        .api(api_event(
+            "POST",
+            "/api/crawl",
+            Some("dl"),
+            Some(body.clone()),
+        ))
+        .await;
     assert_eq!(busy.status(), 429);
-    let task = Task {
-        user_id: UserId("dl".into()),
-        job_id: id.clone(),
-        url: "https://example.com/".into(),
-        depth: 0,
-        render: false,
-    };
-    let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task)])).await;
+    let task = Task::new(&UserId("dl".into()), &id, "https://example.com/", 0, false);
+    let dead = f.function("DlqFunction").await;
+    let response = dlq::handle(&dead.app, sqs_event(&[("d1".into(), task)])).await;
     assert!(response.batch_item_failures.is_empty());
-    let job = d
-        .aws
-        .store
-        .get_job(&UserId("dl".into()), &id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = f.job("dl", &id).await;
     assert_eq!(job.status, JobStatus::Failed);
     assert_eq!(job.error.unwrap().message, "gave up after 5 attempts");
-    let again = http::handle(
-        &d.app,
-        api_event("POST", "/api/crawl", Some("dl"), Some(body)),
-    )
-    .await;
-    assert_eq!(again.status(), 202);
+    f.submit("crawl", "dl", body).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_sweep_fails_stalled_jobs_only_and_frees_their_slots() {
+async fn the_sweep_requeues_a_stalled_job_then_fails_it_and_frees_its_slot() {
     let clock = Arc::new(TestClock::now_at_start());
-    let d = deployment_at(clock.clone()).await;
+    let f = Functions::at(clock.clone()).await;
     let submit = |user: &'static str| {
-        let app = d.app.clone();
-        async move {
-            let body = json!({"url": "https://example.com/", "use_sitemap": false});
-            let resp = http::handle(
-                &app,
-                api_event("POST", "/api/crawl", Some(user), Some(body)),
-            )
-            .await;
-            assert_eq!(resp.status(), 202);
-            JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string())
-        }
+        let body = json!({"url": "https://example.com/", "use_sitemap": false});
+        f.submit("crawl", user, body)
     };
-    // No worker runs: both jobs stay queued, one of them long enough to count as stalled.
+    let scheduler = f.function("SchedulerFunction").await;
+    let d = &f.operator;
+    let stall = chrono::Duration::from_std(d.app.config.stall()).unwrap();
+    let past_stall = || clock.advance(stall + chrono::Duration::seconds(1));
+    let queued = || async {
+        let got = d.aws.queue.receive(10, Duration::ZERO).await.unwrap();
+        for m in &got {
+            d.aws.queue.ack(&m.receipt).await.unwrap();
+        }
+        got.len()
+    };
+    // No worker runs: the root tasks wait in the queue (and are taken off it here, as if lost).
     let stalled = submit("sw1").await;
-    clock.advance(chrono::Duration::milliseconds(1500));
+    assert_eq!(queued().await, 1);
+    past_stall();
     let fresh = submit("sw2").await;
-    let failed = scheduler::sweep(&d.app, &d.aws.store, Duration::from_secs(1))
-        .await
-        .unwrap();
-    assert_eq!(failed, 1);
-    let job = |user: &'static str, id: JobId| {
-        let store = d.aws.store.clone();
-        async move {
-            store
-                .get_job(&UserId(user.into()), &id)
-                .await
-                .unwrap()
-                .unwrap()
-        }
-    };
-    let s = job("sw1", stalled.clone()).await;
+    assert_eq!(queued().await, 1);
+    // A job without progress has its page queued again, MAX_REPAIRS times; a live one keeps its
+    // slot.
+    let swept = sweep(&scheduler.app).await.unwrap();
+    assert_eq!((swept.repaired, swept.renewed, swept.failed), (1, 1, 0));
+    assert_eq!(queued().await, 1, "the stalled job's root queued again");
+    for _ in 1..MAX_REPAIRS {
+        past_stall();
+        let swept = sweep(&scheduler.app).await.unwrap();
+        assert_eq!((swept.repaired, swept.failed), (2, 0));
+        assert_eq!(queued().await, 2);
+    }
+    // Repaired as often as it may be, the first job fails and frees its slot; the second has one
+    // repair left.
+    past_stall();
+    let swept = sweep(&scheduler.app).await.unwrap();
+    assert_eq!((swept.repaired, swept.failed), (1, 1));
+    let s = f.job("sw1", &stalled).await;
     assert_eq!(s.status, JobStatus::Failed);
     assert_eq!(s.error.unwrap().code.as_str(), "INTERNAL");
-    assert_eq!(job("sw2", fresh).await.status, JobStatus::Queued);
+    assert_eq!(f.job("sw2", &fresh).await.status, JobStatus::Queued);
     let logs = d
         .aws
         .store
         .logs(&UserId("sw1".into()), &stalled, None, 100)
         .await
         .unwrap();
+    assert_eq!(
+        logs.iter()
+            .filter(|l| l.message.contains("pages queued again"))
+            .count(),
+        MAX_REPAIRS as usize
+    );
     assert!(logs
         .iter()
         .any(|l| l.message.starts_with("failed: no progress")));
-    // The stalled job's slot is free again. Later, a sweep fails the job that has stalled
-    // since, and neither the new one nor the one already failed.
-    clock.advance(chrono::Duration::milliseconds(1100));
     let next = submit("sw1").await;
-    let again = scheduler::sweep(&d.app, &d.aws.store, Duration::from_secs(1))
-        .await
-        .unwrap();
-    assert_eq!(again, 1, "only sw2's job");
-    assert_eq!(job("sw1", next).await.status, JobStatus::Queued);
+    assert_eq!(f.job("sw1", &next).await.status, JobStatus::Queued);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_upload_arrives_base64_and_is_in_s3_before_its_task_is_queued() {
     use base64::Engine;
-    let d = deployment().await;
+    let f = Functions::new().await;
     // Bytes that are not UTF-8, as API Gateway sends a binary body.
     let mut pdfish = b"%PDF-1.4\n".to_vec();
     pdfish.extend([0xff, 0xfe, 0x00, 0x80]);
     let encoded = base64::engine::general_purpose::STANDARD.encode(&pdfish);
-    let resp = http::handle(
-        &d.app,
-        raw_event(
+    let resp = f
+        .api(raw_event(
             "POST",
             "/api/upload",
             "filename=x.pdf",
             Some("up"),
             "application/pdf",
             Some((encoded, true)),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(resp.status(), 202, "{}", body_json(&resp));
     let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
-    let job = d
-        .aws
-        .store
-        .get_job(&UserId("up".into()), &id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = f.job("up", &id).await;
+    let d = &f.operator;
     let key = job.request["source_key"].as_str().unwrap().to_string();
     let stored = d
         .aws
@@ -411,13 +500,13 @@ async fn two_schedulers_at_once_start_a_due_check_once() {
     use sarvcrawl_core::app::monitor;
     use sarvcrawl_core::domain::MonitorId;
     use sarvcrawl_core::ports::{JobQuery, MonitorStore};
-    let d = deployment().await;
+    let f = Functions::new().await;
     let body = json!({"url": "https://example.com/", "notify_url": "http://127.0.0.1:9/hook"});
-    let resp = http::handle(
-        &d.app,
-        api_event("POST", "/api/monitors", Some("mo"), Some(body)),
-    )
-    .await;
+    let resp = f
+        .api(api_event("POST", "/api/monitors", Some("mo"), Some(body)))
+        .await;
+    let d = &f.operator;
+    let scheduler = f.function("SchedulerFunction").await;
     assert_eq!(resp.status(), 202, "{}", body_json(&resp));
     let id = MonitorId(body_json(&resp)["monitor_id"].as_str().unwrap().to_string());
     let user = UserId("mo".into());
@@ -426,7 +515,7 @@ async fn two_schedulers_at_once_start_a_due_check_once() {
     m.running = None;
     m.next_check_at = chrono::Utc::now() - chrono::Duration::seconds(1);
     assert!(d.aws.store.save_monitor(&m).await.unwrap());
-    let (a, b) = tokio::join!(monitor::tick(&d.app), monitor::tick(&d.app));
+    let (a, b) = tokio::join!(monitor::tick(&scheduler.app), monitor::tick(&scheduler.app));
     assert_eq!(
         a.unwrap() + b.unwrap(),
         1,
@@ -444,21 +533,17 @@ async fn two_schedulers_at_once_start_a_due_check_once() {
         "the baseline and one check"
     );
     // While that check holds the monitor, no scheduler starts another.
-    assert_eq!(monitor::tick(&d.app).await.unwrap(), 0);
+    assert_eq!(monitor::tick(&scheduler.app).await.unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
     let clock = Arc::new(TestClock::now_at_start());
-    let d = deployment_at(clock.clone()).await;
+    let f = Functions::at(clock.clone()).await;
     let body = json!({"url": "https://example.com/", "use_sitemap": false});
-    let resp = http::handle(
-        &d.app,
-        api_event("POST", "/api/crawl", Some("dh"), Some(body)),
-    )
-    .await;
-    assert_eq!(resp.status(), 202);
-    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+    let id = f.submit("crawl", "dh", body).await;
+    let d = &f.operator;
+    let dead = f.function("DlqFunction").await;
     let user = UserId("dh".into());
     let url = "https://example.com/";
     // A worker is fetching the page (a duplicate delivery of its task went to the DLQ).
@@ -469,14 +554,8 @@ async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
         .start_node(&user, &id, url, "worker-1", until)
         .await
         .unwrap());
-    let task = Task {
-        user_id: user.clone(),
-        job_id: id.clone(),
-        url: url.into(),
-        depth: 0,
-        render: false,
-    };
-    let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task.clone())])).await;
+    let task = Task::new(&user, &id, url, 0, false);
+    let response = dlq::handle(&dead.app, sqs_event(&[("d1".into(), task.clone())])).await;
     assert_eq!(response.batch_item_failures.len(), 1, "seen again later");
     let job = d.aws.store.get_job(&user, &id).await.unwrap().unwrap();
     assert!(
@@ -485,9 +564,9 @@ async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
     );
     // Once the lease has run out (the worker died), the dead letter ends the job.
     clock.advance(chrono::Duration::milliseconds(2100));
-    let response = dlq::handle(&d.app, sqs_event(&[("d1".into(), task)])).await;
+    let response = dlq::handle(&dead.app, sqs_event(&[("d1".into(), task)])).await;
     assert!(response.batch_item_failures.is_empty());
-    assert_eq!(final_status(&d, &user, &id).await, JobStatus::Failed);
+    assert_eq!(final_status(&f, &user, &id).await, JobStatus::Failed);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -500,16 +579,18 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
     )]))
     .await;
     let (clients, mut names) = crate::emulator::resources().await;
-    let allow = vec!["127.0.0.1/32".parse().unwrap()];
 
     // Without a render queue the deployment has no browser: 503, nothing stored.
-    let plain = Deployment::new(clients.clone(), names.clone(), allow.clone()).unwrap();
+    let plain = Functions::on(clients.clone(), names.clone(), Arc::new(SystemClock));
     let body = json!({"url": site.url("/"), "render": true});
-    let resp = http::handle(
-        &plain.app,
-        api_event("POST", "/api/scrape", Some("r1"), Some(body.clone())),
-    )
-    .await;
+    let resp = plain
+        .api(api_event(
+            "POST",
+            "/api/scrape",
+            Some("r1"),
+            Some(body.clone()),
+        ))
+        .await;
     assert_eq!(resp.status(), 503);
     assert_eq!(body_json(&resp)["error"]["code"], "RENDER_UNAVAILABLE");
 
@@ -523,11 +604,11 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
         .queue_url
         .unwrap();
     names.render_queue_url = Some(render_queue.clone());
-    let front = Deployment::new(clients.clone(), names.clone(), allow.clone()).unwrap();
+    let front = Functions::on(clients.clone(), names.clone(), Arc::new(SystemClock));
     let back = Deployment::rendering(
-        clients.clone(),
-        names,
-        allow,
+        crate::emulator::clients_of("RenderWorkerFunction", &names).await,
+        names.clone(),
+        allow(),
         Box::new(|policy, user_agent| {
             let config = sarvcrawl_render::ChromiumConfig {
                 executable: e2e::browser::executable(),
@@ -541,25 +622,12 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
     .unwrap();
 
     // A plain scrape goes to the work queue, a rendered one to the render queue only.
-    let resp = http::handle(
-        &front.app,
-        api_event(
-            "POST",
-            "/api/scrape",
-            Some("r2"),
-            Some(json!({"url": site.url("/")})),
-        ),
-    )
-    .await;
-    assert_eq!(resp.status(), 202);
-    let resp = http::handle(
-        &front.app,
-        api_event("POST", "/api/scrape", Some("r1"), Some(body)),
-    )
-    .await;
-    assert_eq!(resp.status(), 202);
-    let id = JobId(body_json(&resp)["job_id"].as_str().unwrap().to_string());
+    front
+        .submit("scrape", "r2", json!({"url": site.url("/")}))
+        .await;
+    let id = front.submit("scrape", "r1", body).await;
     let work = front
+        .operator
         .aws
         .queue
         .receive(10, Duration::from_secs(1))
@@ -567,12 +635,10 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
         .unwrap();
     assert_eq!(work.len(), 1);
     assert!(!work[0].task.render && work[0].task.job_id != id);
-    let rendered = back
-        .aws
-        .queue
-        .receive(10, Duration::from_secs(1))
-        .await
-        .unwrap();
+    // The event source mapping receives the render queue's messages.
+    let source = sarvcrawl_aws::SqsQueue::new(clients.sqs.clone(), &names.queue_url)
+        .consuming(&render_queue);
+    let rendered = source.receive(10, Duration::from_secs(1)).await.unwrap();
     assert_eq!(rendered.len(), 1);
     assert!(rendered[0].task.render && rendered[0].task.job_id == id);
 
@@ -580,17 +646,84 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
     let response = worker::handle(
         &back.app,
         sqs_event(&[("m1".into(), rendered[0].task.clone())]),
+        INVOCATION,
     )
     .await;
     assert!(response.batch_item_failures.is_empty());
     let user = UserId("r1".into());
-    assert_eq!(final_status(&back, &user, &id).await, JobStatus::Completed);
-    let resp = http::handle(
-        &front.app,
-        api_event("GET", &format!("/api/jobs/{}", id.0), Some("r1"), None),
-    )
-    .await;
+    assert_eq!(final_status(&front, &user, &id).await, JobStatus::Completed);
+    let resp = front
+        .api(api_event(
+            "GET",
+            &format!("/api/jobs/{}", id.0),
+            Some("r1"),
+            None,
+        ))
+        .await;
     let job = body_json(&resp);
     let markdown = job["result"]["markdown"].as_str().unwrap_or_default();
     assert!(markdown.contains("written by script"), "{job}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_ends_before_its_invocation_does_and_hands_back_what_it_could_not_finish() {
+    let routes = HashMap::from([
+        ("/quick".to_string(), Route::Html("<p>quick</p>".into())),
+        (
+            "/slow".to_string(),
+            Route::Slow(
+                Duration::from_secs(30),
+                Box::new(Route::Html("<p>slow</p>".into())),
+            ),
+        ),
+    ]);
+    let site = Site::start(routes).await;
+    let f = Functions::new().await;
+    let mut tasks = Vec::new();
+    for (user, path) in [("t1", "/quick"), ("t2", "/slow")] {
+        let id = f
+            .submit("scrape", user, json!({"url": site.url(path)}))
+            .await;
+        tasks.push((
+            format!("m-{user}"),
+            Task::new(&UserId(user.into()), &id, site.url(path), 0, false),
+        ));
+    }
+    // An invocation with 3 s left past the margin: the quick page is done, the slow one is
+    // stopped in time and handed back.
+    let started = Instant::now();
+    let worker = f.function("WorkerFunction").await;
+    let response = worker::handle(
+        &worker.app,
+        sqs_event(&tasks),
+        worker::MARGIN + Duration::from_secs(3),
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(6), "the batch took {took:?}");
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, ["m-t2"]);
+    let quick = &tasks[0].1;
+    assert_eq!(
+        final_status(&f, &quick.user_id, &quick.job_id).await,
+        JobStatus::Completed
+    );
+    let slow = &tasks[1].1;
+    let node = f
+        .operator
+        .aws
+        .store
+        .get_node(&slow.user_id, &slow.job_id, &slow.url)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        node.status,
+        NodeStatus::Queued,
+        "handed back for the next delivery"
+    );
 }

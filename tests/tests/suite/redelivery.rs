@@ -19,8 +19,11 @@ struct Twice(Arc<dyn WorkQueue>);
 #[async_trait]
 impl WorkQueue for Twice {
     async fn send(&self, tasks: &[Task]) -> StoreResult<()> {
-        self.0.send(tasks).await?;
-        self.0.send(tasks).await
+        self.send_later(tasks, Duration::ZERO).await
+    }
+    async fn send_later(&self, tasks: &[Task], delay: Duration) -> StoreResult<()> {
+        self.0.send_later(tasks, delay).await?;
+        self.0.send_later(tasks, delay).await
     }
     async fn receive(&self, max: usize, wait: Duration) -> StoreResult<Vec<Delivery>> {
         self.0.receive(max, wait).await

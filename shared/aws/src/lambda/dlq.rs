@@ -35,9 +35,8 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
 pub async fn run() -> Result<(), super::Error> {
     super::init_tracing();
     let deployment = super::Deployment::from_env().await?;
-    super::on_sqs(
-        deployment,
-        |app, event| async move { handle(&app, event).await },
-    )
+    super::on_sqs(deployment, |app, event, _time| async move {
+        handle(&app, event).await
+    })
     .await
 }

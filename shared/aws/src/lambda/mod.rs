@@ -43,23 +43,28 @@ fn allow_nets() -> Result<Vec<IpNet>, Error> {
         .collect()
 }
 
-/// `SARVCRAWL_MAX_ACTIVE_JOBS` (active map, search and upload jobs per user, 10),
-/// `SARVCRAWL_MONITOR_MIN_INTERVAL` (seconds, 60) and `SARVCRAWL_VISIBILITY_TIMEOUT` (seconds:
-/// how long a worker holds a page, the queue's visibility timeout).
+/// The configuration from the environment the template sets: `SARVCRAWL_MAX_ACTIVE_JOBS`
+/// (active map, search and upload jobs per user, 10), `SARVCRAWL_MONITOR_MIN_INTERVAL`
+/// (seconds, 60), `SARVCRAWL_VISIBILITY_TIMEOUT` (seconds: how long a worker holds a page, the
+/// queue's visibility timeout), `SARVCRAWL_MAX_RECEIVES` (deliveries of a task before it is
+/// given up, the queue's `maxReceiveCount`), `SARVCRAWL_PER_HOST_CONCURRENCY` (requests to one
+/// host at once, 8), `SARVCRAWL_SLOT_LEASE` (seconds, 900) and `SARVCRAWL_STALLED_MINUTES`
+/// (30).
 fn config() -> Result<Config, Error> {
     fn number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, Error>
     where
         T::Err: std::fmt::Display,
     {
         match std::env::var(name) {
-            Ok(v) => v
+            Ok(v) if !v.trim().is_empty() => v
                 .trim()
                 .parse()
                 .map(Some)
                 .map_err(|e| format!("{name}: {v}: {e}").into()),
-            Err(_) => Ok(None),
+            _ => Ok(None),
         }
     }
+    let secs = std::time::Duration::from_secs;
     let mut config = Config::default();
     if let Some(max) = number("SARVCRAWL_MAX_ACTIVE_JOBS")? {
         config.max_active_jobs = max;
@@ -67,27 +72,52 @@ fn config() -> Result<Config, Error> {
     if let Some(min) = number("SARVCRAWL_MONITOR_MIN_INTERVAL")? {
         config.monitor_min_interval = min;
     }
+    if let Some(max) = number::<u32>("SARVCRAWL_MAX_RECEIVES")? {
+        config.max_receives = max.max(1);
+    }
+    if let Some(n) = number::<u32>("SARVCRAWL_PER_HOST_CONCURRENCY")? {
+        config.per_host_concurrency = n.max(1);
+    }
+    if let Some(lease) = number::<u64>("SARVCRAWL_SLOT_LEASE")? {
+        config.slot_lease = secs(lease.max(1));
+    }
+    if let Some(minutes) = number::<u64>("SARVCRAWL_STALLED_MINUTES")? {
+        config.stall_after = secs(minutes.max(1) * 60);
+    }
     // The work queue's visibility timeout (template.yaml sets it), as `serve` has its own.
-    if let Some(secs) = number("SARVCRAWL_VISIBILITY_TIMEOUT")? {
-        config = config.with_visibility(std::time::Duration::from_secs(secs));
+    if let Some(visibility) = number("SARVCRAWL_VISIBILITY_TIMEOUT")? {
+        config = config.with_visibility(secs(visibility));
     }
     Ok(config)
 }
 
-/// Runs a function that consumes SQS batches with `handle` until the runtime stops it.
+/// Runs a function that consumes SQS batches with `handle` until the runtime stops it;
+/// `handle` is given what is left of the invocation's time.
 pub(crate) async fn on_sqs<H, F>(deployment: Deployment, handle: H) -> Result<(), Error>
 where
-    H: Fn(Arc<App>, aws_lambda_events::sqs::SqsEvent) -> F + Clone + Send + 'static,
+    H: Fn(Arc<App>, aws_lambda_events::sqs::SqsEvent, std::time::Duration) -> F
+        + Clone
+        + Send
+        + 'static,
     F: std::future::Future<Output = aws_lambda_events::sqs::SqsBatchResponse> + Send,
 {
     let app = deployment.app.clone();
     lambda_runtime::run(lambda_runtime::service_fn(
         move |event: lambda_runtime::LambdaEvent<aws_lambda_events::sqs::SqsEvent>| {
             let (app, handle) = (app.clone(), handle.clone());
-            async move { Ok::<_, Error>(handle(app, event.payload).await) }
+            let left = time_left(event.context.deadline);
+            async move { Ok::<_, Error>(handle(app, event.payload, left).await) }
         },
     ))
     .await
+}
+
+/// What is left until `deadline` (milliseconds since the epoch, as the runtime gives it).
+fn time_left(deadline: u64) -> std::time::Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    std::time::Duration::from_millis(deadline).saturating_sub(now)
 }
 
 /// The answer to an SQS batch that names the messages to deliver again (partial batch

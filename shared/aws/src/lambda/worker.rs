@@ -3,12 +3,19 @@
 
 use crate::sqs::parse_task;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use sarvcrawl_core::app::task::{process, Disposition};
+use sarvcrawl_core::app::task::{process_within, Disposition};
 use sarvcrawl_core::app::App;
 use sarvcrawl_core::ports::Delivery;
+use std::time::Duration;
 
-/// Processes a batch and names the messages to retry.
-pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
+/// What each task of a batch leaves of its invocation's time: enough to hand its page back
+/// and answer before the function times out.
+pub const MARGIN: Duration = Duration::from_secs(15);
+
+/// Processes a batch within `time` (what is left of the invocation) and names the messages
+/// to retry. Every task ends [`MARGIN`] before `time` runs out, done or handed back.
+pub async fn handle(app: &App, event: SqsEvent, time: Duration) -> SqsBatchResponse {
+    let budget = time.saturating_sub(MARGIN);
     let work = event.records.into_iter().map(|m| async move {
         let id = m.message_id.clone().unwrap_or_default();
         let Some(task) = m.body.as_deref().and_then(parse_task) else {
@@ -25,7 +32,7 @@ pub async fn handle(app: &App, event: SqsEvent) -> SqsBatchResponse {
             interrupted: 0,
             task,
         };
-        (process(app, &delivery).await != Disposition::Ack).then_some(id)
+        (process_within(app, &delivery, budget).await != Disposition::Ack).then_some(id)
     });
     let again = futures::future::join_all(work).await.into_iter().flatten();
     super::retry_these(again.collect())
@@ -45,9 +52,8 @@ pub async fn run_rendering(make: super::MakeRenderer) -> Result<(), super::Error
 }
 
 async fn serve(deployment: super::Deployment) -> Result<(), super::Error> {
-    super::on_sqs(
-        deployment,
-        |app, event| async move { handle(&app, event).await },
-    )
+    super::on_sqs(deployment, |app, event, time| async move {
+        handle(&app, event, time).await
+    })
     .await
 }

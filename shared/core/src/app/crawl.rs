@@ -1,7 +1,8 @@
 //! A crawl job: `POST /api/crawl` ([`submit`]), a crawled page ([`run`]) and the URLs it leads
 //! to ([`discover`]: scope, depth and robots rules, the site's sitemaps), claimed and queued.
 
-use super::page::{fetch_page, Produced};
+use super::page::{fetch_page, Pacing, Produced, Step};
+use super::polite::{at_host, robots_for};
 use super::runtime::JobRuntime;
 use super::{submit, App, AppError};
 use crate::domain::{CrawlRequest, Job, JobKind, UserId};
@@ -25,25 +26,37 @@ pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Job, AppErr
     submit::new_job(app, user, JobKind::Crawl, &req, root, req.page.render).await
 }
 
-/// One page of a crawl, robots.txt obeyed unless the request says otherwise. `None` when the
-/// job was cancelled before the fetch.
+/// One page of a crawl, robots.txt obeyed unless the request says otherwise, its requests to
+/// an origin spaced by `delay_ms` (and the origin's `Crawl-delay`).
 pub(crate) async fn run(
     app: &App,
     job: &Job,
     req: &CrawlRequest,
     rt: &JobRuntime,
-    url: &str,
+    task: &Task,
     logs: &mut Vec<NewLog>,
-) -> StoreResult<Option<Produced>> {
-    Ok(
-        fetch_page(app, job, &req.page, req.respect_robots, rt, url, logs)
-            .await?
-            .map(|p| Produced::page(url, p)),
+) -> StoreResult<Step<Produced>> {
+    let pacing = Pacing {
+        delay: Duration::from_millis(req.delay_ms),
+        booked: task.not_before,
+        may_defer: true,
+    };
+    Ok(fetch_page(
+        app,
+        job,
+        &req.page,
+        req.respect_robots,
+        rt,
+        &task.url,
+        pacing,
+        logs,
     )
+    .await?
+    .map(|p| Produced::page(&task.url, p)))
 }
 
-/// Claims the links of a crawled page (and, for the root, the sitemap's URLs) and queues the
-/// ones this page owes.
+/// Claims the links of a crawled page (and, for the root, the sitemap's URLs) into the job's
+/// frontier.
 pub(crate) async fn discover(
     app: &App,
     job: &Job,
@@ -60,11 +73,7 @@ pub(crate) async fn discover(
         return Ok(());
     };
     let robots = if req.respect_robots {
-        rt.robots
-            .lock()
-            .await
-            .get(&page.origin().ascii_serialization())
-            .cloned()
+        Some(robots_for(app, job, rt, &page, logs).await?)
     } else {
         None
     };
@@ -86,24 +95,9 @@ pub(crate) async fn discover(
                 .filter(|n| !known.contains(&n.url)),
         );
     }
-    let owed = app
-        .jobs
+    app.jobs
         .add_nodes(&job.user_id, &job.job_id, &task.url, &nodes, req.limit)
         .await?;
-    let tasks: Vec<Task> = owed
-        .into_iter()
-        .filter(|n: &NewNode| n.skip.is_none())
-        .map(|n| Task {
-            user_id: job.user_id.clone(),
-            job_id: job.job_id.clone(),
-            url: n.url,
-            depth: n.depth,
-            render: req.page.render,
-        })
-        .collect();
-    for chunk in tasks.chunks(100) {
-        app.queue.send(chunk).await?;
-    }
     Ok(())
 }
 
@@ -169,11 +163,9 @@ pub(crate) async fn sitemap_urls(
         let Ok(loc) = Url::parse(&next) else {
             continue;
         };
-        let Ok(f) = app
-            .fetcher
-            .get(&loc, &no_headers, Duration::from_secs(30))
-            .await
-        else {
+        let deadline = Duration::from_secs(30);
+        let fetch = app.fetcher.get(&loc, &no_headers, deadline);
+        let Ok(Ok(f)) = at_host(app, &loc, deadline, fetch).await else {
             continue;
         };
         if !(200..300).contains(&f.status) {

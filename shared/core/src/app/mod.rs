@@ -7,12 +7,14 @@ mod document;
 pub mod map;
 pub mod monitor;
 mod page;
+mod polite;
 pub mod query;
 mod runtime;
 pub mod scrape;
 pub mod search;
 pub mod settle;
 mod submit;
+pub mod sweep;
 pub mod task;
 pub mod upload;
 pub mod worker;
@@ -22,8 +24,8 @@ use crate::domain::JobId;
 use crate::engine::fetch::Fetcher;
 use crate::engine::pool::WorkPool;
 use crate::ports::{
-    BlobStore, Clock, IdempotencyStore, JobStore, MonitorStore, Renderer, SearchProvider, Store,
-    StoreError, WorkQueue,
+    BlobStore, Clock, Gates, IdempotencyStore, JobStore, MonitorStore, Renderer, SearchProvider,
+    Store, StoreError, WorkQueue,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,15 +38,20 @@ pub struct Config {
     /// Whether `render: true` is accepted: a browser renders here, or render tasks go to
     /// workers that have one.
     pub render_available: bool,
-    /// How long a per-user slot stays held without progress.
+    /// How long a per-user slot stays held unless the sweep renews it (it does while the job
+    /// makes progress or waits for its turn); longer than the sweep's interval.
     pub slot_lease: Duration,
+    /// How long an active job may go without progress before the sweep queues its pages
+    /// again, and in the end fails it; never less than [`Config::task_lease`] and a minute,
+    /// so a page held by a worker that died comes back first.
+    pub stall_after: Duration,
     /// Receives after which a task is given up and its page recorded as failed.
     pub max_receives: u32,
     /// How long a worker holds a page it fetches before another may take it over; at least
     /// the work queue's visibility timeout.
     pub task_lease: Duration,
-    /// Concurrent fetches to one host across all jobs of this process.
-    pub per_host_concurrency: usize,
+    /// Requests to one host at once, across all jobs and every process of the deployment.
+    pub per_host_concurrency: u32,
     /// Largest result JSON returned inline by `GET /api/jobs/{id}`.
     pub inline_result_bytes: usize,
     /// Active jobs per user of the kinds without a slot of their own (map, search, upload).
@@ -63,6 +70,13 @@ impl Config {
         self.task_lease = visibility;
         self
     }
+
+    /// The stall after which the sweep steps in: [`Config::stall_after`], but at least the
+    /// task lease and a minute.
+    pub fn stall(&self) -> Duration {
+        self.stall_after
+            .max(self.task_lease + Duration::from_secs(60))
+    }
 }
 
 impl Default for Config {
@@ -70,9 +84,10 @@ impl Default for Config {
         Config {
             render_available: false,
             slot_lease: Duration::from_secs(15 * 60),
+            stall_after: Duration::from_secs(30 * 60),
             max_receives: 5,
             task_lease: Duration::from_secs(15 * 60),
-            per_host_concurrency: 16,
+            per_host_concurrency: 8,
             inline_result_bytes: 1024 * 1024,
             max_active_jobs: 10,
             monitor_min_interval: 60,
@@ -86,6 +101,7 @@ pub struct App {
     pub jobs: Arc<dyn JobStore>,
     pub monitors: Arc<dyn MonitorStore>,
     pub idempotency: Arc<dyn IdempotencyStore>,
+    pub gates: Arc<dyn Gates>,
     pub queue: Arc<dyn WorkQueue>,
     pub blobs: Arc<dyn BlobStore>,
     pub clock: Arc<dyn Clock>,
@@ -109,11 +125,11 @@ impl App {
         fetcher: Arc<Fetcher>,
         config: Config,
     ) -> Self {
-        let runtime = Runtime::new(config.per_host_concurrency);
         App {
             jobs: store.clone(),
             monitors: store.clone(),
-            idempotency: store,
+            idempotency: store.clone(),
+            gates: store,
             queue,
             blobs,
             clock,
@@ -121,7 +137,7 @@ impl App {
             config,
             search: None,
             renderer: None,
-            runtime,
+            runtime: Runtime::default(),
             work: WorkPool::per_core(),
         }
     }

@@ -2,7 +2,7 @@
 //! that are due; and a check itself, which compares the page with the last snapshot and sends
 //! a signed webhook when it changed.
 
-use super::page::{fetch_page, Produced};
+use super::page::{fetch_page, Pacing, Produced, Step};
 use super::runtime::JobRuntime;
 use super::{submit, App, AppError};
 use crate::domain::validate::Problem;
@@ -357,7 +357,9 @@ pub(crate) async fn run_check(
             Ok(json!({"monitor_id": req.monitor_id, "deleted": true})),
         )));
     };
-    let Some(page) = fetch_page(app, job, &req.page, true, rt, &req.url, logs).await? else {
+    let pacing = Pacing::default();
+    let step = fetch_page(app, job, &req.page, true, rt, &req.url, pacing, logs).await?;
+    let Step::Done(page) = step else {
         update(app, user, &req.monitor_id, release).await?;
         return Ok(None);
     };

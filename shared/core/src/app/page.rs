@@ -1,14 +1,16 @@
-//! The page pipeline, shared by every job kind that reads pages: robots.txt, the job's and the
-//! host's gates and pacing, the fetch (or a render in the headless browser) with back-off on
-//! 429 and 503, and the extraction into a document on the work pool. It depends on no job kind.
+//! The page pipeline, shared by every job kind that reads pages: robots.txt, the host's gate,
+//! the job's pacing, the fetch (or a render in the headless browser) with back-off on 429 and
+//! 503, and the extraction into a document on the work pool. It depends on no job kind.
 
 use super::document::{self, Built};
-use super::runtime::{HostGate, JobRuntime};
+use super::polite::{at_host, chrono_of, robots_for, turn, until, until_check, Turn, LATE};
+use super::runtime::JobRuntime;
 use super::App;
 use crate::domain::{ErrorCode, Job, JobError, PageOptions};
 use crate::engine::fetch::{FetchError, Fetched};
-use crate::engine::robots::{fetch_robots, Robots};
+use crate::engine::robots::Robots;
 use crate::ports::{NewLog, RenderRequest, StoreResult, Task};
+use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -97,8 +99,46 @@ impl From<FetchError> for Failure {
 
 pub(crate) type Page = Result<(Fetched, Built), Failure>;
 
-/// Robots, the concurrency gates, a last cancel check, the fetch and the extraction.
-/// `None` when the job was cancelled before the fetch started.
+/// How one task's step ended.
+pub(crate) enum Step<T> {
+    Done(T),
+    /// The job ended before the fetch started.
+    Cancelled,
+    /// The job's pacing booked the fetch for this later time: the task waits in the queue.
+    Later(DateTime<Utc>),
+}
+
+impl<T> Step<T> {
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Step<U> {
+        match self {
+            Step::Done(t) => Step::Done(f(t)),
+            Step::Cancelled => Step::Cancelled,
+            Step::Later(at) => Step::Later(at),
+        }
+    }
+}
+
+impl<T> From<Option<T>> for Step<T> {
+    fn from(o: Option<T>) -> Self {
+        o.map_or(Step::Cancelled, Step::Done)
+    }
+}
+
+/// The spacing of a job's requests to one origin.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Pacing {
+    /// The job's own spacing (`delay_ms`); the origin's `Crawl-delay` may ask for more.
+    pub delay: Duration,
+    /// A start booked earlier for this task.
+    pub booked: Option<DateTime<Utc>>,
+    /// Whether a start further than [`MAX_PACE_WAIT`] ahead is waited for in the queue
+    /// ([`Step::Later`]) rather than here.
+    pub may_defer: bool,
+}
+
+/// Robots, the host's gate, the job's pacing, a last cancel check, the fetch and the
+/// extraction.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn fetch_page(
     app: &App,
     job: &Job,
@@ -106,53 +146,72 @@ pub(crate) async fn fetch_page(
     respect_robots: bool,
     rt: &JobRuntime,
     url: &str,
+    pacing: Pacing,
     logs: &mut Vec<NewLog>,
-) -> StoreResult<Option<Page>> {
+) -> StoreResult<Step<Page>> {
     let Ok(url) = Url::parse(url) else {
-        return Ok(Some(Err(Failure::new(
+        return Ok(Step::Done(Err(Failure::new(
             ErrorCode::FetchFailed,
             "invalid URL",
         ))));
     };
     let mut crawl_delay = None;
     if respect_robots {
-        let robots = robots_for(app, rt, &url, logs).await;
+        let robots = robots_for(app, job, rt, &url, logs).await?;
         if let Robots::Unreachable(e) = robots.as_ref() {
-            return Ok(Some(Err(Failure::from(e.clone()))));
+            return Ok(Step::Done(Err(Failure::from(e.clone()))));
         }
         if !robots.allows(&url) {
-            return Ok(Some(Err(Failure::new(
+            return Ok(Step::Done(Err(Failure::new(
                 ErrorCode::BlockedByRobots,
                 "robots.txt does not allow this page",
             ))));
         }
         crawl_delay = robots.crawl_delay();
     }
-    let host = app.runtime.host(url.host_str().unwrap_or_default());
-    let Some(_permit) = app.runtime.acquire(rt, &host).await else {
-        return Ok(None);
-    };
-    // The last moment before a fetch starts: a cancelled job fetches nothing more.
-    match app.jobs.get_job(&job.user_id, &job.job_id).await? {
-        Some(j) if !j.status.is_final() => {}
-        _ => return Ok(None),
-    }
-    // The job's pacing comes last, so `delay_ms` separates the requests themselves; a cancel
-    // that this process handles meanwhile still stops the fetch.
-    if !rt
-        .pace(&url.origin().ascii_serialization(), crawl_delay)
-        .await
-    {
-        return Ok(None);
-    }
-    let fetched = if opts.render {
-        render(app, &url, opts, logs).await
-    } else {
-        fetch_politely(app, &host, &url, &opts.headers, opts.timeout_ms, logs).await
-    };
+    let spacing = pacing.delay.max(crawl_delay.unwrap_or_default());
+    let deadline = fetch_deadline(opts);
+    let fetched = at_host(app, &url, deadline, async {
+        let mut booked = pacing.booked;
+        let mut tries = 0;
+        let start = loop {
+            let start = match turn(app, job, &url, spacing, booked).await? {
+                Turn::Later(at) if pacing.may_defer => return Ok(Step::Later(at)),
+                Turn::Later(at) | Turn::At(at) => Some(at),
+                Turn::Now => None,
+            };
+            if let Some(at) = start {
+                until_check(app, at).await;
+            }
+            // The last moment before a fetch starts: a cancelled job fetches nothing more.
+            match app.jobs.get_job(&job.user_id, &job.job_id).await? {
+                Some(j) if !j.status.is_final() && !rt.cancelled() => {}
+                _ => return Ok(Step::Cancelled),
+            }
+            // Too late for the start booked (the check, or the queue, took long): a fetch now
+            // would come too close to the next one booked, so book again.
+            let late = start.is_some_and(|at| app.clock.now() - at > chrono_of(LATE));
+            tries += 1;
+            if !late || tries > 5 {
+                break start;
+            }
+            booked = None;
+        };
+        if let Some(at) = start {
+            until(app, at).await;
+        }
+        Ok(Step::Done(if opts.render {
+            render(app, &url, opts, logs).await
+        } else {
+            fetch_politely(app, &url, &opts.headers, opts.timeout_ms, logs).await
+        }))
+    })
+    .await??;
     let fetched = match fetched {
-        Ok(f) => f,
-        Err(e) => return Ok(Some(Err(e))),
+        Step::Done(Ok(f)) => f,
+        Step::Done(Err(e)) => return Ok(Step::Done(Err(e))),
+        Step::Cancelled => return Ok(Step::Cancelled),
+        Step::Later(at) => return Ok(Step::Later(at)),
     };
     let (opts, requested, now) = (opts.clone(), url.to_string(), app.clock.now());
     let shared = Arc::new(fetched);
@@ -166,7 +225,7 @@ pub(crate) async fn fetch_page(
         .unwrap_or_else(|e| Err(e.into()));
     // The work thread let go of the response when it finished (or it is given up on).
     let fetched = Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
-    Ok(Some(match built {
+    Ok(Step::Done(match built {
         Ok(b) => Ok((fetched, b)),
         Err(error) => Err(Failure {
             error,
@@ -175,8 +234,20 @@ pub(crate) async fn fetch_page(
     }))
 }
 
-/// [`fetch_page`] for several URLs at once (as the job's gates allow), robots obeyed; each
-/// page's log lines are added in the order of `urls`. `None` when the job was cancelled.
+/// The longest one page's request may take, its tries on 429 and 503 and their pauses
+/// included.
+fn fetch_deadline(opts: &PageOptions) -> Duration {
+    let one = Duration::from_millis(opts.timeout_ms);
+    if opts.render {
+        one
+    } else {
+        one * BUSY_TRIES + MAX_PAUSE * (BUSY_TRIES - 1)
+    }
+}
+
+/// [`fetch_page`] for several URLs at once (as many as the task's turns allow), robots obeyed
+/// and pacing waited for here; each page's log lines are added in the order of `urls`.
+/// `None` when the job was cancelled.
 pub(crate) async fn fetch_pages(
     app: &App,
     job: &Job,
@@ -187,7 +258,10 @@ pub(crate) async fn fetch_pages(
 ) -> StoreResult<Option<Vec<Page>>> {
     let fetched = futures::future::join_all(urls.iter().map(|u| async move {
         let mut l = Vec::new();
-        let p = fetch_page(app, job, opts, true, rt, u, &mut l).await;
+        let Some(_turn) = rt.turn().await else {
+            return (Ok(Step::Cancelled), l);
+        };
+        let p = fetch_page(app, job, opts, true, rt, u, Pacing::default(), &mut l).await;
         (p, l)
     }))
     .await;
@@ -195,8 +269,8 @@ pub(crate) async fn fetch_pages(
     for (page, l) in fetched {
         logs.extend(l);
         match page? {
-            Some(p) => pages.push(p),
-            None => return Ok(None),
+            Step::Done(p) => pages.push(p),
+            Step::Cancelled | Step::Later(_) => return Ok(None),
         }
     }
     Ok(Some(pages))
@@ -238,7 +312,6 @@ async fn render(
 /// Fetches, backing off while the server answers 429 or 503 (C2).
 async fn fetch_politely(
     app: &App,
-    host: &HostGate,
     url: &Url,
     headers: &BTreeMap<String, String>,
     timeout_ms: u64,
@@ -264,25 +337,6 @@ async fn fetch_politely(
             ))
             .at(url.as_str()),
         );
-        host.back_off(pause);
         tokio::time::sleep(pause).await;
     }
-}
-
-/// The robots rules of `url`'s origin, fetched once per job and logged when first read.
-pub(crate) async fn robots_for(
-    app: &App,
-    rt: &JobRuntime,
-    url: &Url,
-    logs: &mut Vec<NewLog>,
-) -> Arc<Robots> {
-    let origin = url.origin().ascii_serialization();
-    let mut cache = rt.robots.lock().await;
-    if let Some(r) = cache.get(&origin) {
-        return r.clone();
-    }
-    let robots = Arc::new(fetch_robots(&app.fetcher, url).await);
-    logs.push(NewLog::info(robots.describe()).at(format!("{origin}/robots.txt")));
-    cache.insert(origin, robots.clone());
-    robots
 }

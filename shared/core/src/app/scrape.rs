@@ -1,6 +1,6 @@
 //! A scrape job: one page, fetched (or rendered) and turned into one document.
 
-use super::page::{fetch_page, Produced};
+use super::page::{fetch_page, Pacing, Produced, Step};
 use super::runtime::JobRuntime;
 use super::{submit, App, AppError};
 use crate::domain::{Job, JobKind, ScrapeRequest, UserId};
@@ -13,8 +13,7 @@ pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Job, AppErr
     submit::new_job(app, user, JobKind::Scrape, &req, root, req.page.render).await
 }
 
-/// The scrape's one step: its page, robots.txt obeyed. `None` when the job was cancelled
-/// before the fetch.
+/// The scrape's one step: its page, robots.txt obeyed.
 pub(crate) async fn run(
     app: &App,
     job: &Job,
@@ -22,8 +21,9 @@ pub(crate) async fn run(
     rt: &JobRuntime,
     url: &str,
     logs: &mut Vec<NewLog>,
-) -> StoreResult<Option<Produced>> {
-    Ok(fetch_page(app, job, &req.page, true, rt, url, logs)
+) -> StoreResult<Step<Produced>> {
+    let pacing = Pacing::default();
+    Ok(fetch_page(app, job, &req.page, true, rt, url, pacing, logs)
         .await?
         .map(|p| Produced::page(url, p)))
 }

@@ -97,8 +97,16 @@ pub async fn abandon(app: &App, task: &Task, reason: &str) -> StoreResult<bool> 
             )
             .await?;
     }
-    if c.pending == 0 && !job.status.is_final() {
+    if job.status.is_final() {
+        return Ok(true);
+    }
+    if c.pending == 0 {
         finish(app, &job, Some(&error)).await?;
+    } else if c.waiting > 0 {
+        // The page given up was in flight: the next waiting one takes its place.
+        if let Ok(req) = crate::domain::JobRequest::of(&job) {
+            super::task::advance(app, &job, &req).await?;
+        }
     }
     Ok(true)
 }

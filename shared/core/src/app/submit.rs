@@ -74,13 +74,7 @@ pub(crate) async fn create(
             })
         }
     }
-    let task = Task {
-        user_id: user.clone(),
-        job_id: job.job_id.clone(),
-        url: root.clone(),
-        depth: 0,
-        render: renders,
-    };
+    let task = Task::new(&user, &job.job_id, root.clone(), 0, renders);
     if let Err(e) = app.queue.send(&[task]).await {
         // Never leave a queued job that no task will ever run: fail it and free the slot.
         let error = JobError::new(ErrorCode::Internal, "the job could not be queued");

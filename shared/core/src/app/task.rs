@@ -2,10 +2,10 @@
 //! what it produced, and settle the job when it was the last page. Safe to run twice for one
 //! task.
 
-use super::page::{document_key, Produced};
+use super::page::{document_key, Produced, Step};
 use super::settle::{abandon, finish, gave_up_after, settle_cancelled, task_lease};
 use super::{crawl, map, monitor, scrape, search, upload, App};
-use crate::domain::{ErrorCode, JobError, JobRequest, JobStatus};
+use crate::domain::{ErrorCode, Job, JobError, JobRequest, JobStatus};
 use crate::ports::{Delivery, NewLog, NodeStatus, PageOutcome, StoreError, StoreResult, Task};
 use bytes::Bytes;
 use std::time::Duration;
@@ -52,6 +52,24 @@ pub async fn process(app: &App, d: &Delivery) -> Disposition {
         delivery = d.receive_count
     );
     process_in(app, d).instrument(span).await
+}
+
+/// [`process`] within `budget`: a task still running when its budget runs out is stopped
+/// there, its page handed back, and it is delivered again after a short while. (A worker
+/// function gives its tasks what is left of its invocation, less a margin.)
+pub async fn process_within(app: &App, d: &Delivery, budget: Duration) -> Disposition {
+    if let Ok(disposition) = tokio::time::timeout(budget, process(app, d)).await {
+        return disposition;
+    }
+    let t = &d.task;
+    tracing::warn!(job = %t.job_id, url = %t.url, "task stopped at the end of its time");
+    // Best effort: the next delivery need not wait out the page's lease.
+    let _ = app.jobs.release_node(&t.user_id, &t.job_id, &t.url).await;
+    let delay = Disposition::Retry.delay(d.receive_count);
+    if let Err(e) = app.queue.defer(&d.receipt, delay).await {
+        tracing::warn!(error = %e, "could not shorten the wait before the next delivery");
+    }
+    Disposition::Retry
 }
 
 async fn process_in(app: &App, d: &Delivery) -> Disposition {
@@ -139,7 +157,9 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
         }
     };
     if !node.status.is_pending() {
-        // A duplicate of a finished task: only make sure the job's end was recorded.
+        // A duplicate of a finished task: only make sure the job's end was recorded, and that
+        // its frontier moves on (this task's first delivery may have stopped before it did,
+        // or before it queued the pages it let go).
         let outcome = PageOutcome {
             status: node.status,
             status_code: node.status_code,
@@ -151,6 +171,8 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
             .await?;
         if c.pending == 0 {
             finish(app, &job, None).await?;
+        } else {
+            requeue_unstarted(app, &job, &req).await?;
         }
         return Ok(Disposition::Ack);
     }
@@ -177,36 +199,50 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
     {
         return Ok(Disposition::Wait);
     }
-    let (max_concurrency, delay) = match &req {
-        JobRequest::Crawl(r) => (r.max_concurrency as usize, r.delay_ms),
-        JobRequest::Search(_) => (search::CONCURRENCY, 0),
-        JobRequest::Map(_) => (map::CONCURRENCY, 0),
-        _ => (1, 0),
+    let per_task = match &req {
+        JobRequest::Search(_) => search::CONCURRENCY,
+        JobRequest::Map(_) => map::CONCURRENCY,
+        _ => 1,
     };
-    let rt = app
-        .runtime
-        .job(job_id, max_concurrency, Duration::from_millis(delay));
+    let rt = app.runtime.job(job_id, per_task);
     let mut logs = Vec::new();
     // The job kind's step.
-    let produced = match &req {
+    let step: Step<Produced> = match &req {
         JobRequest::Scrape(r) => scrape::run(app, &job, r, &rt, &task.url, &mut logs).await?,
-        JobRequest::Crawl(r) => crawl::run(app, &job, r, &rt, &task.url, &mut logs).await?,
-        JobRequest::Map(r) => map::run(app, &job, r, &rt, &mut logs).await?,
-        JobRequest::Search(r) => search::run(app, &job, r, &rt, &mut logs).await?,
-        JobRequest::Upload(r) => Some(upload::run(app, r).await?),
-        JobRequest::Check(r) => monitor::run_check(app, &job, r, &rt, &mut logs).await?,
+        JobRequest::Crawl(r) => crawl::run(app, &job, r, &rt, task, &mut logs).await?,
+        JobRequest::Map(r) => map::run(app, &job, r, &rt, &mut logs).await?.into(),
+        JobRequest::Search(r) => search::run(app, &job, r, &rt, &mut logs).await?.into(),
+        JobRequest::Upload(r) => Step::Done(upload::run(app, r).await?),
+        JobRequest::Check(r) => monitor::run_check(app, &job, r, &rt, &mut logs)
+            .await?
+            .into(),
     };
-    let Some(Produced {
+    let Produced {
         doc,
         status_code,
         error,
         links,
-    }) = produced
-    else {
-        // Cancelled while waiting for a turn.
-        app.jobs.append_logs(user, job_id, &logs).await?;
-        settle_cancelled(app, task, NodeStatus::Running).await?;
-        return Ok(Disposition::Ack);
+    } = match step {
+        Step::Done(produced) => produced,
+        Step::Cancelled => {
+            app.jobs.append_logs(user, job_id, &logs).await?;
+            settle_cancelled(app, task, NodeStatus::Running).await?;
+            return Ok(Disposition::Ack);
+        }
+        Step::Later(at) => {
+            // The page waits in the queue for the start its job's pacing booked.
+            app.jobs.append_logs(user, job_id, &logs).await?;
+            app.jobs.release_node(user, job_id, &task.url).await?;
+            let wait = (at - app.clock.now()).to_std().unwrap_or_default();
+            let again = Task {
+                not_before: Some(at),
+                ..task.clone()
+            };
+            app.queue
+                .send_later(&[again], wait.min(MAX_QUEUE_DELAY))
+                .await?;
+            return Ok(Disposition::Ack);
+        }
     };
 
     let key = document_key(task);
@@ -244,12 +280,52 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
     app.jobs.append_logs(user, job_id, &logs).await?;
     if c.pending == 0 {
         finish(app, &job, error.as_ref()).await?;
-    } else if rt.renewal_due(Duration::from_secs(60)) {
-        let lease = chrono::Duration::from_std(app.config.slot_lease)
-            .unwrap_or(chrono::Duration::minutes(15));
-        app.jobs
-            .renew_slot(user, job_id, job.kind, app.clock.now() + lease)
-            .await?;
+    } else if c.waiting > 0 {
+        advance(app, &job, &req).await?;
     }
     Ok(Disposition::Ack)
+}
+
+/// Longest a task is held back in the queue at once (SQS's limit); a later start is waited
+/// for in several steps.
+const MAX_QUEUE_DELAY: Duration = Duration::from_secs(15 * 60);
+
+/// Queues again the job's pages let go but never started (their tasks may have been lost
+/// with a process that stopped between letting them go and queuing them), and lets its
+/// frontier move on; how many pages were queued again. A page queued twice is fetched once.
+pub(crate) async fn requeue_unstarted(
+    app: &App,
+    job: &Job,
+    req: &JobRequest,
+) -> StoreResult<usize> {
+    let lost = app
+        .jobs
+        .released_unstarted(&job.user_id, &job.job_id)
+        .await?;
+    let tasks: Vec<Task> = lost
+        .into_iter()
+        .map(|n| Task::new(&job.user_id, &job.job_id, n.url, n.depth, req.renders()))
+        .collect();
+    for chunk in tasks.chunks(100) {
+        app.queue.send(chunk).await?;
+    }
+    Ok(tasks.len() + advance(app, job, req).await?)
+}
+
+/// Lets the job's frontier move on as far as its `max_concurrency` allows, and queues what it
+/// let go.
+pub(crate) async fn advance(app: &App, job: &Job, req: &JobRequest) -> StoreResult<usize> {
+    let max = match req {
+        JobRequest::Crawl(r) => r.max_concurrency.clamp(1, u64::from(u32::MAX)) as u32,
+        _ => 1,
+    };
+    let next = app.jobs.advance(&job.user_id, &job.job_id, max).await?;
+    let tasks: Vec<Task> = next
+        .into_iter()
+        .map(|n| Task::new(&job.user_id, &job.job_id, n.url, n.depth, req.renders()))
+        .collect();
+    for chunk in tasks.chunks(100) {
+        app.queue.send(chunk).await?;
+    }
+    Ok(tasks.len())
 }

@@ -42,7 +42,7 @@ pub fn default_user_agent() -> String {
 }
 
 /// Why a fetch failed. Messages never carry a resolved address or low-level detail (S8).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum FetchError {
     #[error("the destination address is not allowed")]
     Blocked,

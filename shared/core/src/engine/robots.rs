@@ -137,10 +137,40 @@ pub fn robots_url(url: &Url) -> Option<Url> {
     Some(u)
 }
 
-/// Fetches and parses the robots.txt of `url`'s origin.
-pub async fn fetch_robots(fetcher: &Fetcher, url: &Url) -> Robots {
+/// Bytes of a robots.txt read (RFC 9309 asks for at least 500 KiB).
+pub const MAX_ROBOTS_BYTES: usize = 512 * 1024;
+
+/// What fetching one origin's robots.txt gave, as kept for every process of a job: the file
+/// itself (parsed where it is used), or the decision its absence or failure makes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum RobotsFile {
+    /// A 2xx answer: its body, at most [`MAX_ROBOTS_BYTES`].
+    Rules { body: String },
+    /// A 4xx answer.
+    AllowAll,
+    /// A 5xx answer, or no origin.
+    DisallowAll { why: String },
+    /// No answer at all.
+    Unreachable { error: FetchError },
+}
+
+impl RobotsFile {
+    /// The rules this outcome stands for.
+    pub fn rules(&self) -> Robots {
+        match self {
+            RobotsFile::Rules { body } => parse(body.as_bytes()),
+            RobotsFile::AllowAll => Robots::AllowAll,
+            RobotsFile::DisallowAll { why } => Robots::DisallowAll { why: why.clone() },
+            RobotsFile::Unreachable { error } => Robots::Unreachable(error.clone()),
+        }
+    }
+}
+
+/// Fetches the robots.txt of `url`'s origin.
+pub async fn fetch_robots(fetcher: &Fetcher, url: &Url) -> RobotsFile {
     let Some(robots_url) = robots_url(url) else {
-        return Robots::DisallowAll {
+        return RobotsFile::DisallowAll {
             why: "has no origin".into(),
         };
     };
@@ -149,15 +179,16 @@ pub async fn fetch_robots(fetcher: &Fetcher, url: &Url) -> Robots {
         .await
     {
         Ok(f) if (200..300).contains(&f.status) => {
-            // RFC 9309: at least 500 KiB must be parsed; more is ignored.
-            let body = &f.body[..f.body.len().min(512 * 1024)];
-            parse(body)
+            let body = &f.body[..f.body.len().min(MAX_ROBOTS_BYTES)];
+            RobotsFile::Rules {
+                body: String::from_utf8_lossy(body).into_owned(),
+            }
         }
-        Ok(f) if (400..500).contains(&f.status) => Robots::AllowAll,
-        Ok(f) => Robots::DisallowAll {
+        Ok(f) if (400..500).contains(&f.status) => RobotsFile::AllowAll,
+        Ok(f) => RobotsFile::DisallowAll {
             why: format!("answered {}", f.status),
         },
-        Err(e) => Robots::Unreachable(e),
+        Err(error) => RobotsFile::Unreachable { error },
     }
 }
 

@@ -1,0 +1,214 @@
+//! Politeness that holds across every process of a deployment, kept through the store's
+//! gates: at most `per_host_concurrency` requests to one host at once across all jobs, a job's
+//! requests to an origin spaced by its `delay_ms` and the origin's `Crawl-delay`, and each
+//! origin's robots.txt fetched once per job.
+
+use super::runtime::JobRuntime;
+use super::App;
+use crate::domain::Job;
+use crate::engine::robots::{fetch_robots, Robots, RobotsFile};
+use crate::ports::{NewLog, StoreError, StoreResult};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use url::Url;
+
+/// Longest a request waits for a place at its host before its task is tried again later.
+const HOST_WAIT: Duration = Duration::from_secs(60);
+/// How long a place is held past the request's own deadline: a holder that died frees it then.
+const PLACE_MARGIN: Duration = Duration::from_secs(30);
+/// How far ahead a booked start may lie for a task to wait for it; a task whose start lies
+/// further waits in the queue instead.
+pub(crate) const MAX_PACE_WAIT: Duration = Duration::from_secs(5);
+/// How long before its booked start a fetch checks that its job is still active.
+const CHECK_LEAD: Duration = Duration::from_millis(100);
+/// How late past its booked start a fetch may begin; one later books a new start, so the
+/// job's requests never come closer than their spacing less this.
+pub(crate) const LATE: Duration = Duration::from_millis(15);
+/// How long one process may fetch an origin's robots.txt for a job before another takes over.
+const ROBOTS_LEASE: Duration = Duration::from_secs(60);
+
+/// A pause of up to `ceiling`, chosen at random (full jitter), so waiting processes do not
+/// knock at once.
+pub(crate) fn jitter(ceiling: Duration) -> Duration {
+    let r = getrandom::u64().unwrap_or(0);
+    let ms = ceiling.as_millis().max(1) as u64;
+    Duration::from_millis(r % ms + 1)
+}
+
+pub(crate) fn chrono_of(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+/// A short stable name for an origin inside a key.
+fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes())[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The host a gate counts requests to: the name and port of `url` (servers on other ports of
+/// one machine are other hosts).
+fn host_of(url: &Url) -> String {
+    match url.port_or_known_default() {
+        Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+        None => url.host_str().unwrap_or_default().to_string(),
+    }
+}
+
+/// Runs `request` (which takes at most `deadline`) holding a place among the requests to
+/// `url`'s host. A transient error when no place came free within [`HOST_WAIT`].
+pub(crate) async fn at_host<T>(
+    app: &App,
+    url: &Url,
+    deadline: Duration,
+    request: impl Future<Output = T>,
+) -> StoreResult<T> {
+    let gate = format!("host:{}", host_of(url));
+    let holder = ulid::Ulid::new().to_string();
+    let capacity = app.config.per_host_concurrency.max(1);
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(20);
+    let place = loop {
+        let until = app.clock.now() + chrono_of(deadline + PLACE_MARGIN);
+        if let Some(place) = app.gates.enter(&gate, capacity, &holder, until).await? {
+            break place;
+        }
+        if started.elapsed() >= HOST_WAIT {
+            return Err(StoreError::transient(format!(
+                "every place at {} stayed taken",
+                host_of(url)
+            )));
+        }
+        tokio::time::sleep(jitter(pause)).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    };
+    let out = request.await;
+    if let Err(e) = app.gates.leave(&gate, place, &holder).await {
+        tracing::warn!(error = %e, "a place at a host was not given back; its lease frees it");
+    }
+    Ok(out)
+}
+
+/// When a job's request to an origin may start.
+pub(crate) enum Turn {
+    /// At once (no pacing applies).
+    Now,
+    /// At this booked time (perhaps already come), within [`MAX_PACE_WAIT`]: wait for it.
+    At(DateTime<Utc>),
+    /// At this booked time, further ahead: the task waits in the queue.
+    Later(DateTime<Utc>),
+}
+
+/// Books the start of `job`'s next request to `url`'s origin, spaced `spacing` from the
+/// job's previous one there; `booked` is a start booked earlier for this task.
+pub(crate) async fn turn(
+    app: &App,
+    job: &Job,
+    url: &Url,
+    spacing: Duration,
+    booked: Option<DateTime<Utc>>,
+) -> StoreResult<Turn> {
+    let now = app.clock.now();
+    let start = match booked {
+        Some(t) => t,
+        None if spacing.is_zero() => return Ok(Turn::Now),
+        None => {
+            let pace = format!(
+                "{}/{}/{}",
+                job.user_id,
+                job.job_id,
+                digest(&url.origin().ascii_serialization())
+            );
+            app.gates.book(&pace, spacing, now).await?
+        }
+    };
+    Ok(if start - now > chrono_of(MAX_PACE_WAIT) {
+        Turn::Later(start)
+    } else {
+        Turn::At(start)
+    })
+}
+
+/// Sleeps until shortly before `start`, so the last check before a fetch can run and the
+/// fetch still start on time.
+pub(crate) async fn until_check(app: &App, start: DateTime<Utc>) {
+    let lead = start - chrono_of(CHECK_LEAD) - app.clock.now();
+    if let Ok(wait) = lead.to_std() {
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Sleeps until `start`.
+pub(crate) async fn until(app: &App, start: DateTime<Utc>) {
+    if let Ok(wait) = (start - app.clock.now()).to_std() {
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// The robots rules of `url`'s origin for `job`: fetched by the first process that needs them,
+/// kept in the blob store for the job's other pages and processes, and logged once.
+pub(crate) async fn robots_for(
+    app: &App,
+    job: &Job,
+    rt: &JobRuntime,
+    url: &Url,
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<Arc<Robots>> {
+    let origin = url.origin().ascii_serialization();
+    let mut cache = rt.robots.lock().await;
+    if let Some(r) = cache.get(&origin) {
+        return Ok(r.clone());
+    }
+    let key = format!(
+        "{}/{}/robots/{}.json",
+        job.user_id,
+        job.job_id,
+        digest(&origin)
+    );
+    let gate = format!("robots:{key}");
+    let holder = ulid::Ulid::new().to_string();
+    let mut pause = Duration::from_millis(50);
+    let started = tokio::time::Instant::now();
+    let file = loop {
+        // The record is shared for politeness only: when it cannot be read or written, this
+        // process goes on with what it fetched itself.
+        match app.blobs.get(&key).await {
+            Ok(Some(body)) => match serde_json::from_slice::<RobotsFile>(&body) {
+                Ok(file) => break file,
+                Err(_) => tracing::warn!(key, "unreadable robots record; fetching again"),
+            },
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "robots record not readable"),
+        }
+        let until = app.clock.now() + chrono_of(ROBOTS_LEASE);
+        if let Some(place) = app.gates.enter(&gate, 1, &holder, until).await? {
+            let file = at_host(
+                app,
+                url,
+                Duration::from_secs(15),
+                fetch_robots(&app.fetcher, url),
+            )
+            .await?;
+            let body = serde_json::to_vec(&file).map_err(StoreError::new)?;
+            if let Err(e) = app.blobs.put(&key, Bytes::from(body)).await {
+                tracing::warn!(error = %e, "robots record not stored; other processes fetch it too");
+            }
+            let _ = app.gates.leave(&gate, place, &holder).await;
+            logs.push(NewLog::info(file.rules().describe()).at(format!("{origin}/robots.txt")));
+            break file;
+        }
+        if started.elapsed() > ROBOTS_LEASE * 2 {
+            return Err(StoreError::transient("robots.txt is still being fetched"));
+        }
+        tokio::time::sleep(jitter(pause)).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    };
+    let robots = Arc::new(file.rules());
+    cache.insert(origin, robots.clone());
+    Ok(robots)
+}
