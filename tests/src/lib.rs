@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod clock;
+pub mod faults;
 pub mod fixture;
 pub mod procs;
 pub mod proxy;

@@ -51,9 +51,18 @@ pub fn bootstrap_aws() -> Vec<(String, String)> {
         .collect()
 }
 
-/// A running `sarvcrawl serve`, killed when dropped.
+/// Worker processes beside the API process on the AWS backend: the queue is worked by several
+/// processes at once, as Lambda runs many worker containers.
+pub const AWS_WORKER_PROCESSES: usize = 3;
+
+/// A running `sarvcrawl serve`, killed when dropped. On the AWS backend it is one process
+/// serving the API (`--workers 0`) and [`AWS_WORKER_PROCESSES`] `--workers-only` processes
+/// on the same resources.
 pub struct Serve {
     child: Option<Child>,
+    workers: Vec<Child>,
+    /// Whether it runs on the AWS backend, with worker processes beside the API process.
+    aws: bool,
     pub base: String,
     pub data_dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
@@ -95,7 +104,7 @@ impl Serve {
         if !envs.iter().any(|(k, _)| k == "SARVCRAWL_TABLE") {
             envs.extend(bootstrap_aws());
         }
-        Serve::spawned(listen, &args, envs)
+        Serve::spawned_with(listen, &args, envs, true)
     }
 
     /// Starts a server on the local backend whatever the suite runs against.
@@ -104,9 +113,15 @@ impl Serve {
     }
 
     fn spawned(listen: &str, args: &[&str], envs: Vec<(String, String)>) -> Serve {
+        Serve::spawned_with(listen, args, envs, false)
+    }
+
+    fn spawned_with(listen: &str, args: &[&str], envs: Vec<(String, String)>, aws: bool) -> Serve {
         let tmp = tempfile::tempdir().expect("temp dir");
         let mut s = Serve {
             child: None,
+            workers: Vec::new(),
+            aws,
             base: String::new(),
             addr_file: tmp.path().join("addr"),
             data_dir: tmp.path().join("data"),
@@ -123,24 +138,38 @@ impl Serve {
     /// file the server writes once it listens: no other test's server can be taken for it.
     fn spawn(&mut self) {
         let _ = std::fs::remove_file(&self.addr_file);
-        let mut cmd = Command::new(binary());
-        cmd.arg("serve")
-            .arg("--addr")
+        let loops = self
+            .args
+            .iter()
+            .position(|a| a == "--workers")
+            .and_then(|i| self.args.get(i + 1));
+        let processes = if self.aws && loops.is_none_or(|n| n != "0") {
+            AWS_WORKER_PROCESSES
+        } else {
+            0
+        };
+        for _ in 0..processes {
+            let mut args = self.args.clone();
+            if !args.iter().any(|a| a == "--workers") {
+                args.extend(["--workers".to_string(), "1".to_string()]);
+            }
+            args.push("--workers-only".into());
+            let worker = self.command(&args).spawn().expect("spawn a worker process");
+            self.workers.push(worker);
+        }
+        let mut args = self.args.clone();
+        if processes > 0 {
+            // The API process leaves the queue to the worker processes.
+            match args.iter().position(|a| a == "--workers") {
+                Some(i) if i + 1 < args.len() => args[i + 1] = "0".into(),
+                _ => args.extend(["--workers".to_string(), "0".to_string()]),
+            }
+        }
+        let mut cmd = self.command(&args);
+        cmd.arg("--addr")
             .arg(&self.listen)
             .arg("--addr-file")
-            .arg(&self.addr_file)
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(&self.args)
-            .env_remove("SARVCRAWL_API_KEYS")
-            .env_remove("SARVCRAWL_ALLOW_NETS")
-            .env("RUST_LOG", "error")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        for (k, v) in &self.envs {
-            cmd.env(k, v);
-        }
+            .arg(&self.addr_file);
         let child = cmd.spawn().expect("spawn sarvcrawl serve");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -159,32 +188,63 @@ impl Serve {
         panic!("sarvcrawl serve did not start listening");
     }
 
-    /// The server's process id.
+    /// `sarvcrawl serve` with `args` on this server's data directory and environment.
+    fn command(&self, args: &[String]) -> Command {
+        let mut cmd = Command::new(binary());
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(args)
+            .env_remove("SARVCRAWL_API_KEYS")
+            .env_remove("SARVCRAWL_ALLOW_NETS")
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// The server's process id (the API process's).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Whether the server process is still running (the same process since it started).
+    /// Whether every process of the server is still running (the same ones since they
+    /// started).
     pub fn running(&mut self) -> bool {
         matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)))
+            && self
+                .workers
+                .iter_mut()
+                .all(|w| matches!(w.try_wait(), Ok(None)))
     }
 
-    /// The server's peak resident memory so far, in KiB (`VmHWM`).
+    /// The largest peak resident memory of the server's processes so far, in KiB (`VmHWM`).
     pub fn peak_rss_kib(&self) -> u64 {
-        let Some(pid) = self.pid() else { return 0 };
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmHWM:"))
-                    .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-            })
+        let peak = |pid: u32| -> u64 {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmHWM:"))
+                        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                })
+                .unwrap_or(0)
+        };
+        self.child
+            .iter()
+            .chain(&self.workers)
+            .map(|c| peak(c.id()))
+            .max()
             .unwrap_or(0)
     }
 
-    /// Kills the server at once (SIGKILL): nothing gets to shut down cleanly.
+    /// Kills the server's processes at once (SIGKILL): nothing gets to shut down cleanly.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        for mut c in self.child.take().into_iter().chain(self.workers.drain(..)) {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -197,14 +257,28 @@ impl Serve {
         self.spawn();
     }
 
+    /// Starts the server again (as [`Serve::restart`]) with other arguments.
+    pub fn restart_with(&mut self, args: &[&str]) {
+        self.args = args.iter().map(|s| s.to_string()).collect();
+        if self.aws {
+            self.args
+                .extend(["--backend", "aws", "--visibility-timeout", "30"].map(String::from));
+        }
+        self.restart();
+    }
+
     /// Stops the server as an operator would (SIGTERM), waits for it to exit, and starts it
     /// again.
     pub fn restart_gracefully(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        let mut children: Vec<Child> = self.child.take().into_iter().collect();
+        children.append(&mut self.workers);
+        for c in &children {
             let _ = Command::new("kill")
                 .args(["-TERM", &c.id().to_string()])
                 .status();
-            let deadline = Instant::now() + Duration::from_secs(30);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for mut c in children {
             while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }

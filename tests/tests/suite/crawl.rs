@@ -419,48 +419,6 @@ async fn crawl_of_a_failing_root_fails_with_its_code() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn per_host_connections_stay_under_max_concurrency() {
-    let mut routes = tree_site(40);
-    for r in routes.values_mut() {
-        *r = Route::Slow(Duration::from_millis(50), Box::new(r.clone()));
-    }
-    let site = Site::start(routes).await;
-    let serve = Serve::start();
-    let api = serve.api(None);
-    let (_, job) = api
-        .run(
-            "crawl",
-            &json!({"url": site.url("/"), "use_sitemap": false, "max_concurrency": 3}),
-            WAIT,
-        )
-        .await;
-    assert_eq!(job["progress"]["pages_completed"], 40);
-    assert!(site.max_open() <= 3, "{} open at once", site.max_open());
-    assert!(site.max_open() >= 2, "pages are fetched in parallel");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn delay_ms_spaces_the_fetches_of_a_crawl() {
-    let site = Site::start(tree_site(6)).await;
-    let serve = Serve::start();
-    let api = serve.api(None);
-    let (_, job) = api.run("crawl", &json!({"url": site.url("/"), "use_sitemap": false, "delay_ms": 300, "max_concurrency": 4}), WAIT).await;
-    assert_eq!(job["progress"]["pages_completed"], 6);
-    let mut times: Vec<_> = site
-        .hits()
-        .into_iter()
-        .filter(|h| h.path != "/robots.txt")
-        .map(|h| h.at)
-        .collect();
-    times.sort();
-    assert_eq!(times.len(), 6);
-    for pair in times.windows(2) {
-        let gap = pair[1] - pair[0];
-        assert!(gap >= Duration::from_millis(280), "gap of {gap:?}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn crawl_delay_in_robots_txt_spaces_the_fetches() {
     let mut routes = tree_site(5);
     routes.insert(

@@ -25,8 +25,9 @@ const PLACE_MARGIN: Duration = Duration::from_secs(30);
 pub(crate) const MAX_PACE_WAIT: Duration = Duration::from_secs(5);
 /// How long before its booked start a fetch checks that its job is still active.
 const CHECK_LEAD: Duration = Duration::from_millis(100);
-/// How late past its booked start a fetch may begin; one later books a new start, so the
-/// job's requests never come closer than their spacing less this.
+/// How late past its booked start a fetch may begin; one later books a new start. Starts are
+/// booked this much further apart than the spacing asks, so a fetch that begins late by up to
+/// this still keeps the spacing from the next.
 pub(crate) const LATE: Duration = Duration::from_millis(15);
 /// How long one process may fetch an origin's robots.txt for a job before another takes over.
 const ROBOTS_LEASE: Duration = Duration::from_secs(60);
@@ -124,7 +125,7 @@ pub(crate) async fn turn(
                 job.job_id,
                 digest(&url.origin().ascii_serialization())
             );
-            app.gates.book(&pace, spacing, now).await?
+            app.gates.book(&pace, spacing + LATE, now).await?
         }
     };
     Ok(if start - now > chrono_of(MAX_PACE_WAIT) {
