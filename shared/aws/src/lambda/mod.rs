@@ -112,8 +112,15 @@ where
     .await
 }
 
-/// What is left until `deadline` (milliseconds since the epoch, as the runtime gives it).
+/// What is left until `deadline`: milliseconds since the epoch, as Lambda gives it. A value
+/// too small to be such an instant is the time itself (`cargo lambda watch` passes the
+/// invocation's timeout there).
 fn time_left(deadline: u64) -> std::time::Duration {
+    /// 2001-01-01 in milliseconds since the epoch.
+    const FIRST_INSTANT: u64 = 978_307_200_000;
+    if deadline < FIRST_INSTANT {
+        return std::time::Duration::from_millis(deadline);
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -231,5 +238,24 @@ impl Deployment {
             aws,
             app,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time_left;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    #[test]
+    fn time_left_reads_an_instant_or_a_timeout() {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let deadline = (now + Duration::from_secs(60)).as_millis() as u64;
+        let left = time_left(deadline);
+        assert!(
+            left > Duration::from_secs(55) && left <= Duration::from_secs(60),
+            "{left:?}"
+        );
+        assert_eq!(time_left(now.as_millis() as u64 - 1000), Duration::ZERO);
+        assert_eq!(time_left(600_000), Duration::from_secs(600));
     }
 }
