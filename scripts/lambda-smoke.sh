@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
 # The README's cargo-lambda loop, run as a smoke test: `cargo lambda watch` serves the
-# functions against the AWS emulator; the health route answers through the watched function
-# URL; a scrape is submitted by invoking `submit` with events/api/scrape.json; the worker is
-# invoked once with events/worker-batch.json naming that job; the job is read back by invoking
-# `status` with events/api/job.json. The event files get the fixture page's URL and the job's
+# functions (built by the workspace build) against the AWS emulator; the health route answers
+# through the function URL; a scrape is submitted by invoking `submit` with
+# events/api/scrape.json; the worker is invoked once with events/worker-batch.json naming that
+# job; the job is read back by invoking `status` with events/api/job.json. The event files get the fixture page's URL and the job's
 # id; nothing else changes.
-# Needs the emulator's environment (`source scripts/aws-emulator.sh`) and the built
-# `target/debug/sarvcrawl`; installs cargo-lambda into ./.venv when missing.
+# Needs the emulator's environment (`source scripts/aws-emulator.sh`, which installs
+# cargo-lambda into ./.venv) and the binaries `scripts/test.sh` builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-venv="$root/.venv"
-[ -x "$venv/bin/cargo-lambda" ] \
-  || "$venv/bin/pip" install --quiet --disable-pip-version-check 'cargo-lambda==1.*'
-export PATH="$venv/bin:$PATH"
+export PATH="$root/.venv/bin:$PATH"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -44,16 +41,40 @@ pids+=($!)
   done
 } >>"$work/env"
 
+# The runtime APIs of `cargo lambda watch`, serving the functions the workspace build made
+# (`cargo lambda watch` alone would build each again, with its own features); each function
+# runs as on Lambda, polling its runtime API.
 port=$(free_port)
-cargo lambda watch --all-features --ignore-changes -A 127.0.0.1 -P "$port" \
-  --env-file "$work/env" >"$work/watch.log" 2>&1 &
+cargo lambda watch --only-lambda-apis --timeout 300 -A 127.0.0.1 -P "$port" >"$work/watch.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 600); do
-  curl -fs "http://127.0.0.1:$port/lambda-url/status/api/health" >"$work/health" 2>/dev/null && break
-  sleep 1
+python3 - "$port" <<'PY'
+import socket, sys, time
+for _ in range(300):
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+PY
+for f in status submit worker; do
+  (
+    set -a
+    # shellcheck disable=SC1091
+    source "$work/env"
+    set +a
+    AWS_LAMBDA_FUNCTION_NAME=$f AWS_LAMBDA_FUNCTION_VERSION=1 AWS_LAMBDA_FUNCTION_MEMORY_SIZE=1024 \
+      AWS_LAMBDA_RUNTIME_API="http://127.0.0.1:$port/.rt/$f" RUST_LOG=warn \
+      exec "$root/target/debug/$f"
+  ) >"$work/$f.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 100); do
+  curl -fs -m 5 "http://127.0.0.1:$port/lambda-url/status/api/health" >"$work/health" 2>/dev/null \
+    && break
+  sleep 0.2
 done
 grep -q '"ok"' "$work/health" \
-  || { cat "$work/watch.log"; echo "the watched status function did not answer /api/health" >&2; exit 1; }
+  || { cat "$work/watch.log" "$work/status.log"; echo "the status function did not answer /api/health" >&2; exit 1; }
 
 invoke() { # function, event file
   cargo lambda invoke "$1" -A 127.0.0.1 -P "$port" --data-file "$2" --output-format json

@@ -14,9 +14,10 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
-# The black-box tests spawn the server binary: build it (with AWS support) with the tests, in
-# one feature set, so every dependency is compiled once.
-cargo build --workspace --all-features --locked --tests --bin sarvcrawl
+# The black-box tests spawn the server binary, and the cargo-lambda smoke test three function
+# binaries: build them with the tests, in one feature set, so every dependency is compiled once.
+cargo build --workspace --all-features --locked --tests \
+  --bin sarvcrawl --bin status --bin submit --bin worker
 bash scripts/chromium.sh
 
 # shellcheck source=scripts/aws-emulator.sh
@@ -32,5 +33,7 @@ echo "--- the black-box suite on the AWS backend"
 # whatever the backend (the Lambda handlers, the stores, the fault run) ran in the first pass.)
 SARVCRAWL_TEST_BACKEND=aws cargo test --locked -p e2e -- \
   --skip chromium_ --skip lambda:: --skip store:: --skip faults::
+echo "--- the cargo-lambda loop (scripts/lambda-smoke.sh)"
+bash scripts/lambda-smoke.sh
 echo "--- the property-based API run (schemathesis)"
 bash scripts/api-fuzz.sh

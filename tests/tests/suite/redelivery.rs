@@ -95,7 +95,7 @@ async fn crawl(
         .await
         .unwrap();
     let id: JobId = job.job_id;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     let job = loop {
         let j = app.jobs.get_job(&user, &id).await.unwrap().unwrap();
         if j.status.is_final() {

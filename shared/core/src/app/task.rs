@@ -101,7 +101,7 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
             Err(_) => Disposition::Retry,
         };
     }
-    match run(app, &d.task).await {
+    match run(app, &d.task, d.receive_count > 1).await {
         Ok(disposition) => disposition,
         Err(e) => {
             let t = &d.task;
@@ -125,8 +125,9 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
 }
 
 /// Does the task's work. `Wait` when another delivery of the same task is fetching the page
-/// right now: this one comes back later and finds the page done.
-async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
+/// right now: this one comes back later and finds the page done. `redelivered`: this task was
+/// received before.
+async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Disposition> {
     let (user, job_id) = (&task.user_id, &task.job_id);
     // T3: the job is re-read with the task's user; a task naming another user's job finds none.
     let Some(job) = app.jobs.get_job(user, job_id).await? else {
@@ -158,8 +159,10 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
     };
     if !node.status.is_pending() {
         // A duplicate of a finished task: only make sure the job's end was recorded, and that
-        // its frontier moves on (this task's first delivery may have stopped before it did,
-        // or before it queued the pages it let go).
+        // its frontier moves on. A task received again may have lost its process after the
+        // page was done: that process may have let pages go without queuing them, so those
+        // are queued again, at most once per task lease for the job (duplicates of a busy
+        // job's tasks would otherwise queue its pages again and again).
         let outcome = PageOutcome {
             status: node.status,
             status_code: node.status_code,
@@ -171,8 +174,10 @@ async fn run(app: &App, task: &Task) -> StoreResult<Disposition> {
             .await?;
         if c.pending == 0 {
             finish(app, &job, None).await?;
-        } else {
+        } else if redelivered && requeue_turn(app, &job).await? {
             requeue_unstarted(app, &job, &req).await?;
+        } else {
+            advance(app, &job, &req).await?;
         }
         return Ok(Disposition::Ack);
     }
@@ -310,6 +315,15 @@ pub(crate) async fn requeue_unstarted(
         app.queue.send(chunk).await?;
     }
     Ok(tasks.len() + advance(app, job, req).await?)
+}
+
+/// Whether this process may queue the job's unstarted pages again now: one process per task
+/// lease, by a place at the job's requeue gate that is never given back.
+async fn requeue_turn(app: &App, job: &Job) -> StoreResult<bool> {
+    let gate = format!("requeue:{}/{}", job.user_id, job.job_id);
+    let holder = ulid::Ulid::new().to_string();
+    let until = app.clock.now() + task_lease(app);
+    Ok(app.gates.enter(&gate, 1, &holder, until).await?.is_some())
 }
 
 /// Lets the job's frontier move on as far as its `max_concurrency` allows, and queues what it
