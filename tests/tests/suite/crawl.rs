@@ -417,38 +417,3 @@ async fn crawl_of_a_failing_root_fails_with_its_code() {
     assert_eq!(docs[0]["error"]["code"], "HTTP_ERROR");
     assert_eq!(docs[0]["status_code"], 404);
 }
-
-#[tokio::test(flavor = "multi_thread")]
-async fn crawl_delay_in_robots_txt_spaces_the_fetches() {
-    let mut routes = tree_site(5);
-    routes.insert(
-        "/robots.txt".into(),
-        Route::typed("text/plain", "User-agent: *\nCrawl-delay: 1\n"),
-    );
-    let site = Site::start(routes).await;
-    let serve = Serve::start();
-    let api = serve.api(None);
-    let (id, job) = api
-        .run(
-            "crawl",
-            &json!({"url": site.url("/"), "use_sitemap": false, "max_concurrency": 5}),
-            WAIT,
-        )
-        .await;
-    assert_eq!(job["progress"]["pages_completed"], 5);
-    let mut times: Vec<_> = site
-        .hits()
-        .into_iter()
-        .filter(|h| h.path != "/robots.txt")
-        .map(|h| h.at)
-        .collect();
-    times.sort();
-    for pair in times.windows(2) {
-        let gap = pair[1] - pair[0];
-        assert!(gap >= Duration::from_millis(950), "gap of {gap:?}");
-    }
-    let logs = api.all_logs(&id).await;
-    assert!(logs
-        .iter()
-        .any(|e| e["message"].as_str().unwrap().contains("Crawl-delay 1 s")));
-}

@@ -17,6 +17,18 @@ async fn slow(mut routes: HashMap<String, Route>, pause: Duration) -> Site {
     Site::start(routes).await
 }
 
+/// The time between one page request to `site` and the next (robots.txt aside).
+fn gaps_between_pages(site: &Site) -> Vec<Duration> {
+    let mut times: Vec<_> = site
+        .hits()
+        .into_iter()
+        .filter(|h| h.path != "/robots.txt")
+        .map(|h| h.at)
+        .collect();
+    times.sort();
+    times.windows(2).map(|p| p[1] - p[0]).collect()
+}
+
 fn key_of(user: &str) -> String {
     format!("{user}-polite-key-0123456789")
 }
@@ -56,18 +68,38 @@ async fn delay_ms_spaces_the_fetches_of_a_crawl() {
         json!({"url": site.url("/"), "use_sitemap": false, "delay_ms": 300, "max_concurrency": 4});
     let (_, job) = api.run("crawl", &body, WAIT).await;
     assert_eq!(job["progress"]["pages_completed"], 6);
-    let mut times: Vec<_> = site
-        .hits()
-        .into_iter()
-        .filter(|h| h.path != "/robots.txt")
-        .map(|h| h.at)
-        .collect();
-    times.sort();
-    assert_eq!(times.len(), 6);
-    for pair in times.windows(2) {
-        let gap = pair[1] - pair[0];
+    let gaps = gaps_between_pages(&site);
+    assert_eq!(gaps.len(), 5);
+    for gap in gaps {
         assert!(gap >= Duration::from_millis(300), "gap of {gap:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crawl_delay_in_robots_txt_spaces_the_fetches() {
+    let mut routes = tree_site(5);
+    routes.insert(
+        "/robots.txt".into(),
+        Route::typed("text/plain", "User-agent: *\nCrawl-delay: 1\n"),
+    );
+    let site = Site::start(routes).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let (id, job) = api
+        .run(
+            "crawl",
+            &json!({"url": site.url("/"), "use_sitemap": false, "max_concurrency": 5}),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["progress"]["pages_completed"], 5);
+    for gap in gaps_between_pages(&site) {
+        assert!(gap >= Duration::from_millis(950), "gap of {gap:?}");
+    }
+    let logs = api.all_logs(&id).await;
+    assert!(logs
+        .iter()
+        .any(|e| e["message"].as_str().unwrap().contains("Crawl-delay 1 s")));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -22,7 +22,8 @@ const HOST_WAIT: Duration = Duration::from_secs(60);
 const PLACE_MARGIN: Duration = Duration::from_secs(30);
 /// How far ahead a booked start may lie for a task to wait for it; a task whose start lies
 /// further waits in the queue instead.
-pub(crate) const MAX_PACE_WAIT: Duration = Duration::from_secs(5);
+/// (A spacing of 5 s, booked with [`LATE`] to spare, is still waited for.)
+pub(crate) const MAX_PACE_WAIT: Duration = Duration::from_secs(6);
 /// How long before its booked start a fetch checks that its job is still active.
 const CHECK_LEAD: Duration = Duration::from_millis(100);
 /// How late past its booked start a fetch may begin; one later books a new start. Starts are
