@@ -452,6 +452,35 @@ async fn the_sweep_requeues_a_stalled_job_then_fails_it_and_frees_its_slot() {
         .any(|l| l.message.starts_with("failed: no progress")));
     let next = submit("sw1").await;
     assert_eq!(f.job("sw1", &next).await.status, JobStatus::Queued);
+
+    // A job whose last page was done by a process that stopped before the job's end: the
+    // sweep gives it its final status.
+    let done = submit("sw3").await;
+    queued().await;
+    let (user, url) = (UserId("sw3".into()), "https://example.com/");
+    let until = clock.now() + chrono::Duration::minutes(1);
+    assert!(d
+        .aws
+        .store
+        .start_node(&user, &done, url, "w", until)
+        .await
+        .unwrap());
+    let outcome = sarvcrawl_core::ports::PageOutcome {
+        status: NodeStatus::Completed,
+        status_code: Some(200),
+        document_key: None,
+    };
+    let c = d
+        .aws
+        .store
+        .complete_node(&user, &done, url, &outcome)
+        .await
+        .unwrap();
+    assert_eq!(c.pending, 0);
+    past_stall();
+    let swept = sweep(&scheduler.app).await.unwrap();
+    assert_eq!(swept.finished, 1, "{swept:?}");
+    assert_eq!(f.job("sw3", &done).await.status, JobStatus::Completed);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,10 +2,12 @@
 //! renews the slots of jobs that are alive (working, or waiting for their turn in the queue),
 //! and steps in for a job that made no progress for [`Config::stall`](super::Config::stall):
 //! its pages let go to the queue but never started are queued again (their tasks may have been
-//! lost), up to [`MAX_REPAIRS`] times, and after that the job fails and frees its slot.
+//! lost), up to [`MAX_REPAIRS`] times, and after that the job fails and frees its slot; a job
+//! whose every page is done gets its final status.
 //! Every write is conditioned on what the sweep read, so a job that moved meanwhile is left
 //! alone.
 
+use super::settle::finish;
 use super::task::requeue_unstarted;
 use super::App;
 use crate::domain::{ErrorCode, JobError, JobRequest};
@@ -26,6 +28,8 @@ pub struct Swept {
     pub repaired: usize,
     /// Stalled jobs failed.
     pub failed: usize,
+    /// Stalled jobs whose every page was done, given their final status.
+    pub finished: usize,
 }
 
 /// Sweeps every active job once.
@@ -42,6 +46,14 @@ pub async fn sweep(app: &App) -> StoreResult<Swept> {
                     .renew_slot(&job.user_id, &job.job_id, job.kind, now + lease)
                     .await?;
                 swept.renewed += 1;
+            }
+            continue;
+        }
+        if job.pending == 0 {
+            // Every page is done; the process that did the last one stopped before the end.
+            if let Some(full) = app.jobs.get_job(&job.user_id, &job.job_id).await? {
+                finish(app, &full, None).await?;
+                swept.finished += 1;
             }
             continue;
         }
