@@ -4,6 +4,7 @@
 pub mod cancel;
 pub mod crawl;
 mod document;
+mod frontier;
 pub mod map;
 pub mod monitor;
 mod page;

@@ -105,7 +105,7 @@ pub async fn abandon(app: &App, task: &Task, reason: &str) -> StoreResult<bool> 
     } else if c.waiting > 0 {
         // The page given up was in flight: the next waiting one takes its place.
         if let Ok(req) = crate::domain::JobRequest::of(&job) {
-            super::task::advance(app, &job, &req).await?;
+            super::frontier::advance(app, &job, &req).await?;
         }
     }
     Ok(true)

@@ -7,8 +7,8 @@
 //! Every write is conditioned on what the sweep read, so a job that moved meanwhile is left
 //! alone.
 
+use super::frontier::requeue_unstarted;
 use super::settle::finish;
-use super::task::requeue_unstarted;
 use super::App;
 use crate::domain::{ErrorCode, JobError, JobRequest};
 use crate::ports::{ActiveJob, NewLog, StoreResult};

@@ -2,6 +2,7 @@
 //! what it produced, and settle the job when it was the last page. Safe to run twice for one
 //! task.
 
+use super::frontier::{advance, requeue_unstarted};
 use super::page::{document_key, Produced, Step};
 use super::settle::{abandon, finish, gave_up_after, settle_cancelled, task_lease};
 use super::{crawl, map, monitor, scrape, search, upload, App};
@@ -295,28 +296,6 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
 /// for in several steps.
 const MAX_QUEUE_DELAY: Duration = Duration::from_secs(15 * 60);
 
-/// Queues again the job's pages let go but never started (their tasks may have been lost
-/// with a process that stopped between letting them go and queuing them), and lets its
-/// frontier move on; how many pages were queued again. A page queued twice is fetched once.
-pub(crate) async fn requeue_unstarted(
-    app: &App,
-    job: &Job,
-    req: &JobRequest,
-) -> StoreResult<usize> {
-    let lost = app
-        .jobs
-        .released_unstarted(&job.user_id, &job.job_id)
-        .await?;
-    let tasks: Vec<Task> = lost
-        .into_iter()
-        .map(|n| Task::new(&job.user_id, &job.job_id, n.url, n.depth, req.renders()))
-        .collect();
-    for chunk in tasks.chunks(100) {
-        app.queue.send(chunk).await?;
-    }
-    Ok(tasks.len() + advance(app, job, req).await?)
-}
-
 /// Whether this process may queue the job's unstarted pages again now: one process per task
 /// lease, by a place at the job's requeue gate that is never given back.
 async fn requeue_turn(app: &App, job: &Job) -> StoreResult<bool> {
@@ -324,22 +303,4 @@ async fn requeue_turn(app: &App, job: &Job) -> StoreResult<bool> {
     let holder = ulid::Ulid::new().to_string();
     let until = app.clock.now() + task_lease(app);
     Ok(app.gates.enter(&gate, 1, &holder, until).await?.is_some())
-}
-
-/// Lets the job's frontier move on as far as its `max_concurrency` allows, and queues what it
-/// let go.
-pub(crate) async fn advance(app: &App, job: &Job, req: &JobRequest) -> StoreResult<usize> {
-    let max = match req {
-        JobRequest::Crawl(r) => r.max_concurrency.clamp(1, u64::from(u32::MAX)) as u32,
-        _ => 1,
-    };
-    let next = app.jobs.advance(&job.user_id, &job.job_id, max).await?;
-    let tasks: Vec<Task> = next
-        .into_iter()
-        .map(|n| Task::new(&job.user_id, &job.job_id, n.url, n.depth, req.renders()))
-        .collect();
-    for chunk in tasks.chunks(100) {
-        app.queue.send(chunk).await?;
-    }
-    Ok(tasks.len())
 }
