@@ -349,10 +349,11 @@ async fn schedule(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
         if last_sweep.is_none_or(|t| t.elapsed() >= sweep_every) {
             last_sweep = Some(tokio::time::Instant::now());
             match sarvcrawl_core::app::sweep::sweep(&app).await {
-                Ok(s) if s.repaired + s.failed > 0 => {
+                Ok(s) if s.repaired + s.failed + s.finished > 0 => {
                     tracing::warn!(
                         repaired = s.repaired,
                         failed = s.failed,
+                        finished = s.finished,
                         "stalled jobs swept"
                     )
                 }

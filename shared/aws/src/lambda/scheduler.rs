@@ -1,5 +1,5 @@
 //! The scheduler: on an EventBridge schedule, starts the checks of due monitors and sweeps the
-//! active jobs (slots of live jobs renewed, stalled jobs repaired or failed).
+//! active jobs (slots of live jobs renewed, stalled jobs repaired, finished or failed).
 
 use sarvcrawl_core::app::sweep::sweep;
 
