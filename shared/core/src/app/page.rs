@@ -9,7 +9,7 @@ use super::App;
 use crate::domain::{ErrorCode, Job, JobError, PageOptions};
 use crate::engine::fetch::{FetchError, Fetched};
 use crate::engine::robots::Robots;
-use crate::ports::{NewLog, RenderRequest, StoreResult, Task};
+use crate::ports::{NewLog, RenderRequest, StoreError, StoreResult, Task};
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -171,42 +171,48 @@ pub(crate) async fn fetch_page(
     }
     let spacing = pacing.delay.max(crawl_delay.unwrap_or_default());
     let deadline = fetch_deadline(opts);
-    let fetched = at_host(app, &url, deadline, async {
-        let mut booked = pacing.booked;
-        let mut tries = 0;
-        let start = loop {
-            let start = match turn(app, job, &url, spacing, booked).await? {
-                Turn::Later(at) if pacing.may_defer => return Ok(Step::Later(at)),
-                Turn::Later(at) | Turn::At(at) => Some(at),
-                Turn::Now => None,
-            };
-            if let Some(at) = start {
-                until_check(app, at).await;
-            }
+    let mut booked = pacing.booked;
+    let mut tries = 0;
+    let fetched = loop {
+        let start = match turn(app, job, &url, spacing, booked).await? {
+            Turn::Later(at) if pacing.may_defer => return Ok(Step::Later(at)),
+            Turn::Later(at) | Turn::At(at) => Some(at),
+            Turn::Now => None,
+        };
+        if let Some(at) = start {
+            until_check(app, at).await;
+        }
+        tries += 1;
+        let may_be_late = tries > 5;
+        // The place at the host is taken just before the start: a paced job holds none while
+        // it waits for its turn.
+        let attempt = at_host(app, &url, deadline, async {
             // The last moment before a fetch starts: a cancelled job fetches nothing more.
             match app.jobs.get_job(&job.user_id, &job.job_id).await? {
                 Some(j) if !j.status.is_final() && !rt.cancelled() => {}
-                _ => return Ok(Step::Cancelled),
+                _ => return Ok(Some(Step::Cancelled)),
             }
-            // Too late for the start booked (the check, or the queue, took long): a fetch now
-            // would come too close to the next one booked, so book again.
+            // Too late for the start booked (the check, the queue or the host's gate took
+            // long): a fetch now would come too close to the next one booked, so book again.
             let late = start.is_some_and(|at| app.clock.now() - at > chrono_of(LATE));
-            tries += 1;
-            if !late || tries > 5 {
-                break start;
+            if late && !may_be_late {
+                return Ok(None);
             }
-            booked = None;
-        };
-        if let Some(at) = start {
-            until(app, at).await;
+            if let Some(at) = start {
+                until(app, at).await;
+            }
+            Ok::<_, StoreError>(Some(Step::Done(if opts.render {
+                render(app, &url, opts, logs).await
+            } else {
+                fetch_politely(app, &url, &opts.headers, opts.timeout_ms, logs).await
+            })))
+        })
+        .await??;
+        match attempt {
+            Some(step) => break step,
+            None => booked = None,
         }
-        Ok(Step::Done(if opts.render {
-            render(app, &url, opts, logs).await
-        } else {
-            fetch_politely(app, &url, &opts.headers, opts.timeout_ms, logs).await
-        }))
-    })
-    .await??;
+    };
     let fetched = match fetched {
         Step::Done(Ok(f)) => f,
         Step::Done(Err(e)) => return Ok(Step::Done(Err(e))),
