@@ -20,31 +20,11 @@ work=$(mktemp -d)
 trap 'kill $(cat "$work"/nginx.pid 2>/dev/null) 2>/dev/null || true; kill "$serve_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 serve_pid=
 
-if ! command -v nginx >/dev/null; then
-  echo "installing nginx" >&2
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
-fi
+source bench/site.sh
 cargo build --release --locked --bin sarvcrawl >&2
-
-python3 bench/gen_site.py "$work/site" "$PAGES"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-api_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  types { text/html html; }
-  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  server { listen 127.0.0.1:$port; root $work/site; }
-}
-CONF
-mkdir -p "$work/tmp"
-chmod -R a+rX "$work"
-nginx -c "$work/nginx.conf"
+serve_site "$work/site" "$PAGES" "$work"
+port=$site_port
+api_port=$(free_port)
 
 ./target/release/sarvcrawl serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
   --allow-net 127.0.0.1/32 --render-pages "$RENDER_PAGES" 2>"$work/serve.log" &

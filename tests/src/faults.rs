@@ -17,6 +17,8 @@ pub struct Tally {
     pub calls: usize,
     /// Faults answered, by kind (e.g. `dynamodb TransactionConflict`).
     pub faults: BTreeMap<String, usize>,
+    /// SQS receives, by queue URL.
+    pub receives: BTreeMap<String, usize>,
 }
 
 impl Tally {
@@ -33,6 +35,7 @@ struct State {
     seed: AtomicU64,
     calls: AtomicUsize,
     faults: Mutex<BTreeMap<String, usize>>,
+    receives: Mutex<BTreeMap<String, usize>>,
     http: reqwest::Client,
 }
 
@@ -59,6 +62,7 @@ impl Faults {
             seed: AtomicU64::new(seed),
             calls: AtomicUsize::new(0),
             faults: Mutex::new(BTreeMap::new()),
+            receives: Mutex::new(BTreeMap::new()),
             http: reqwest::Client::new(),
         });
         let faults = Faults { url, state };
@@ -87,6 +91,12 @@ impl Faults {
                 .faults
                 .lock()
                 .map(|f| f.clone())
+                .unwrap_or_default(),
+            receives: self
+                .state
+                .receives
+                .lock()
+                .map(|r| r.clone())
                 .unwrap_or_default(),
         }
     }
@@ -124,6 +134,20 @@ async fn handle(
             "unreadable body".into(),
         );
     };
+    if parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        == Some("AmazonSQS.ReceiveMessage")
+    {
+        let queue = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|b| b["QueueUrl"].as_str().map(String::from))
+            .unwrap_or_default();
+        if let Ok(mut r) = state.receives.lock() {
+            *r.entry(queue).or_default() += 1;
+        }
+    }
     if state.random() % 1_000_000 < state.share.load(Ordering::SeqCst) {
         let (kind, response) = fault(&state, &parts.headers, &body);
         state.count(kind);

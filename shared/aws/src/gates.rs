@@ -50,7 +50,10 @@ impl Gates for DynamoStore {
             .filter(|i| get_n::<i64>(i, "lease_until").is_some_and(|l| l >= now))
             .filter_map(|i| get_s(i, "SK")?.strip_prefix("PLACE#")?.parse().ok())
             .collect();
-        for place in (0..capacity).filter(|p| !held.contains(p)) {
+        // One free place, chosen at random, is tried: processes entering at once do not all
+        // race for the first, and a race lost costs one write (the caller looks again later).
+        let free: Vec<u32> = (0..capacity).filter(|p| !held.contains(p)).collect();
+        if let Some(&place) = free.get(getrandom::u64().unwrap_or(0) as usize % free.len().max(1)) {
             let r = conflicts::write(|| {
                 self.client
                     .put_item()

@@ -2,11 +2,11 @@
 //! and S3 (documents); creating those resources from `template.yaml`; and, with the `lambda`
 //! feature, the Lambda entry points.
 
+mod acks;
 pub mod bootstrap;
 mod conflicts;
 pub mod dynamo;
 mod errors;
-mod frontier;
 mod gates;
 mod idempotency;
 pub mod keys;

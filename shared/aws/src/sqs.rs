@@ -1,9 +1,13 @@
 //! The work queue on SQS.
 
+use crate::acks::Acks;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
 use sarvcrawl_core::ports::{Delivery, StoreError, StoreResult, Task, WorkQueue};
 use std::time::Duration;
+
+/// How much longer than its wait a long poll may take before it is given up.
+const POLL_MARGIN: Duration = Duration::from_secs(10);
 
 /// SQS's longest delay of a message.
 const MAX_DELAY_SECS: u64 = 900;
@@ -18,16 +22,19 @@ pub struct SqsQueue {
     work_url: String,
     render_url: Option<String>,
     visibility: Option<Duration>,
+    acks: Acks,
 }
 
 impl SqsQueue {
     pub fn new(client: aws_sdk_sqs::Client, url: &str) -> Self {
+        let acks = Acks::new(client.clone(), url);
         SqsQueue {
             client,
             url: url.to_string(),
             work_url: url.to_string(),
             render_url: None,
             visibility: None,
+            acks,
         }
     }
 
@@ -41,6 +48,7 @@ impl SqsQueue {
     /// new tasks are still sent where they belong.
     pub fn consuming(mut self, url: &str) -> Self {
         self.url = url.to_string();
+        self.acks = Acks::new(self.client.clone(), url);
         self
     }
 
@@ -116,6 +124,16 @@ impl WorkQueue for SqsQueue {
             .wait_time_seconds(wait.as_secs().min(20) as i32)
             .set_visibility_timeout(self.visibility.map(|v| v.as_secs().min(43_200) as i32))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            // A long poll outlasts the client's usual attempt timeout.
+            .customize()
+            .config_override(
+                aws_sdk_sqs::config::Builder::default().timeout_config(
+                    aws_config::timeout::TimeoutConfig::builder()
+                        .operation_attempt_timeout(wait + POLL_MARGIN)
+                        .operation_timeout(wait + POLL_MARGIN * 2)
+                        .build(),
+                ),
+            )
             .send()
             .await
             .map_err(crate::errors::sdk)?;
@@ -150,14 +168,7 @@ impl WorkQueue for SqsQueue {
     }
 
     async fn ack(&self, receipt: &str) -> StoreResult<()> {
-        self.client
-            .delete_message()
-            .queue_url(&self.url)
-            .receipt_handle(receipt)
-            .send()
-            .await
-            .map_err(crate::errors::sdk)?;
-        Ok(())
+        self.acks.ack(receipt).await
     }
 
     async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()> {

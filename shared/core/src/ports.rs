@@ -647,7 +647,8 @@ pub trait IdempotencyStore: Send + Sync {
 #[async_trait]
 pub trait Gates: Send + Sync {
     /// Takes a free place of `gate` (one of `capacity`; a place whose lease ran out is free)
-    /// for `holder` until `until`; the place taken, or `None` when every place is held.
+    /// for `holder` until `until`; the place taken, or `None` when every place is held (or
+    /// another holder took the free one first: look again a moment later).
     async fn enter(
         &self,
         gate: &str,

@@ -105,3 +105,35 @@ async fn under_injected_faults_a_crawl_fetches_every_page_once_and_submits_never
         );
     }
 }
+
+/// An idle server long-polls: each of its queues (the work queue, the dead-letter queue) is
+/// asked at most once per 20 s, by the API process and by each worker process.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_server_asks_each_queue_at_most_once_per_20_s() {
+    let endpoint =
+        std::env::var("AWS_ENDPOINT_URL").expect("the AWS emulator: run scripts/test.sh");
+    let proxy = Faults::start(&endpoint, 0.0).await;
+    let serve = Serve::on_aws(
+        "127.0.0.1:0",
+        &["--allow-net", "127.0.0.1/32"],
+        vec![("AWS_ENDPOINT_URL".into(), proxy.url.clone())],
+    );
+    let api = serve.api(None);
+    assert_eq!(api.get("/api/health").await.status, 200);
+    // Past the first polls of every process, a window of 40 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = proxy.tally().receives;
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    let after = proxy.tally().receives;
+    assert!(!after.is_empty(), "the server receives from its queues");
+    // Each process keeps one poll open per queue it works: in 40 s at most 2 each, and one
+    // more when a window edge splits a poll.
+    let processes = 1 + e2e::server::AWS_WORKER_PROCESSES;
+    for (queue, n) in &after {
+        let asked = n - before.get(queue).copied().unwrap_or(0);
+        assert!(
+            asked <= 3 * processes,
+            "{queue} was asked {asked} times in 40 s by {processes} processes"
+        );
+    }
+}

@@ -34,8 +34,14 @@ pub async fn handle(app: &App, event: SqsEvent, time: Duration) -> SqsBatchRespo
         };
         (process_within(app, &delivery, budget).await != Disposition::Ack).then_some(id)
     });
-    let again = futures::future::join_all(work).await.into_iter().flatten();
-    super::retry_these(again.collect())
+    let again: Vec<String> = futures::future::join_all(work)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    // The invocation may be the container's last for a long while.
+    app.give_back_places().await;
+    super::retry_these(again)
 }
 
 /// Runs the worker function until the runtime stops it.

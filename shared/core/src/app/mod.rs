@@ -8,6 +8,7 @@ mod frontier;
 pub mod map;
 pub mod monitor;
 mod page;
+mod places;
 mod polite;
 pub mod query;
 mod runtime;
@@ -113,6 +114,8 @@ pub struct App {
     /// The headless browser of this process's workers, when it has one.
     pub renderer: Option<Arc<dyn Renderer>>,
     pub(crate) runtime: Runtime,
+    /// Places at hosts this process keeps between its requests.
+    pub(crate) places: Arc<places::Places>,
     /// The threads that parse, extract and diff, off the async runtime.
     pub(crate) work: WorkPool,
 }
@@ -139,8 +142,15 @@ impl App {
             search: None,
             renderer: None,
             runtime: Runtime::default(),
+            places: Arc::default(),
             work: WorkPool::per_core(),
         }
+    }
+
+    /// Gives back the places at hosts this process keeps for its next requests: at the end of
+    /// a Lambda invocation (which may not run again for a long while), or of a worker.
+    pub async fn give_back_places(&self) {
+        self.places.give_back_all(&self.gates).await;
     }
 
     /// Uses `provider` for `search` jobs.

@@ -3,6 +3,7 @@
 //! requests to an origin spaced by its `delay_ms` and the origin's `Crawl-delay`, and each
 //! origin's robots.txt fetched once per job.
 
+use super::places::{Held, SERVE_AT_MOST};
 use super::runtime::JobRuntime;
 use super::App;
 use crate::domain::Job;
@@ -63,7 +64,8 @@ fn host_of(url: &Url) -> String {
 }
 
 /// Runs `request` (which takes at most `deadline`) holding a place among the requests to
-/// `url`'s host. A transient error when no place came free within [`HOST_WAIT`].
+/// `url`'s host: one this process kept from its last request there, or one taken at the gate.
+/// A transient error when no place came free within [`HOST_WAIT`].
 pub(crate) async fn at_host<T>(
     app: &App,
     url: &Url,
@@ -71,14 +73,33 @@ pub(crate) async fn at_host<T>(
     request: impl Future<Output = T>,
 ) -> StoreResult<T> {
     let gate = format!("host:{}", host_of(url));
+    let needed = app.clock.now() + chrono_of(deadline + PLACE_MARGIN / 2);
+    let held = match app.places.take(&gate, needed) {
+        Some(held) => held,
+        None => enter(app, url, &gate, deadline).await?,
+    };
+    let out = request.await;
+    app.places.keep(&app.gates, &gate, held);
+    Ok(out)
+}
+
+/// Takes a place at `gate` for a request taking at most `deadline`, waiting up to
+/// [`HOST_WAIT`] for one to come free.
+async fn enter(app: &App, url: &Url, gate: &str, deadline: Duration) -> StoreResult<Held> {
     let holder = ulid::Ulid::new().to_string();
     let capacity = app.config.per_host_concurrency.max(1);
     let started = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(20);
-    let place = loop {
-        let until = app.clock.now() + chrono_of(deadline + PLACE_MARGIN);
-        if let Some(place) = app.gates.enter(&gate, capacity, &holder, until).await? {
-            break place;
+    loop {
+        // Leased for as long as this process may lend it to its next requests too.
+        let until = app.clock.now() + chrono_of(deadline + PLACE_MARGIN + SERVE_AT_MOST);
+        if let Some(place) = app.gates.enter(gate, capacity, &holder, until).await? {
+            return Ok(Held {
+                place,
+                holder,
+                until,
+                taken: tokio::time::Instant::now(),
+            });
         }
         if started.elapsed() >= HOST_WAIT {
             return Err(StoreError::transient(format!(
@@ -88,12 +109,7 @@ pub(crate) async fn at_host<T>(
         }
         tokio::time::sleep(jitter(pause)).await;
         pause = (pause * 2).min(Duration::from_secs(1));
-    };
-    let out = request.await;
-    if let Err(e) = app.gates.leave(&gate, place, &holder).await {
-        tracing::warn!(error = %e, "a place at a host was not given back; its lease frees it");
     }
-    Ok(out)
 }
 
 /// When a job's request to an origin may start.

@@ -3,6 +3,7 @@
 use super::{App, AppError};
 use crate::domain::{Job, JobId, JobKind, JobStatus, UserId};
 use crate::ports::{JobQuery, LogEntry, NodeRow};
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -67,6 +68,9 @@ pub async fn list(
     Ok((jobs, next))
 }
 
+/// Documents of a results page read at once.
+const RESULT_READS: usize = 32;
+
 /// Documents of a job: `(documents, next_cursor, total)`.
 pub async fn results(
     app: &App,
@@ -77,11 +81,22 @@ pub async fn results(
 ) -> Result<(Vec<Value>, Option<String>, u64), AppError> {
     let job = job(app, user, id).await?;
     let page = app.jobs.results(user, &job.job_id, cursor, limit).await?;
-    let reads = page.entries.iter().map(|e| app.blobs.get(&e.key));
+    // Read side by side, a bounded number at a time, kept in order.
+    let reads: Vec<_> = page
+        .entries
+        .iter()
+        .map(|e| {
+            let (blobs, key) = (app.blobs.clone(), e.key.clone());
+            async move { blobs.get(&key).await }
+        })
+        .collect();
+    let blobs: Vec<_> = futures::stream::iter(reads)
+        .buffered(RESULT_READS)
+        .try_collect()
+        .await?;
     let mut docs = Vec::with_capacity(page.entries.len());
     let mut bytes = 0;
     let mut next = page.next_cursor;
-    let blobs = futures::future::try_join_all(reads).await?;
     for (i, blob) in blobs.into_iter().enumerate() {
         let Some(blob) = blob else {
             continue;

@@ -4,6 +4,7 @@
 
 use super::frontier::{advance, requeue_unstarted};
 use super::page::{document_key, Produced, Step};
+use super::polite::chrono_of;
 use super::settle::{abandon, finish, gave_up_after, settle_cancelled, task_lease};
 use super::{crawl, map, monitor, scrape, search, upload, App};
 use crate::domain::{ErrorCode, Job, JobError, JobRequest, JobStatus};
@@ -236,10 +237,14 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
             return Ok(Disposition::Ack);
         }
         Step::Later(at) => {
-            // The page waits in the queue for the start its job's pacing booked.
+            // The page waits in the queue for the start its job's pacing booked, and comes back
+            // a little before it: a delivery is never on the dot, and a fetch that would start
+            // late books again (which, for every page of a paced job, would go on for ever).
             app.jobs.append_logs(user, job_id, &logs).await?;
             app.jobs.release_node(user, job_id, &task.url).await?;
-            let wait = (at - app.clock.now()).to_std().unwrap_or_default();
+            let wait = (at - app.clock.now() - chrono_of(BACK_EARLY))
+                .to_std()
+                .unwrap_or_default();
             let again = Task {
                 not_before: Some(at),
                 ..task.clone()
@@ -286,11 +291,19 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
     app.jobs.append_logs(user, job_id, &logs).await?;
     if c.pending == 0 {
         finish(app, &job, error.as_ref()).await?;
+    } else if redelivered && requeue_turn(app, &job).await? {
+        // The process that had this task before died with it, and may have let pages go
+        // without queuing them: those are queued again (at most once per task lease).
+        requeue_unstarted(app, &job, &req).await?;
     } else if c.waiting > 0 {
         advance(app, &job, &req).await?;
     }
     Ok(Disposition::Ack)
 }
+
+/// How long before its booked start a task put back for its job's pacing is delivered again
+/// (it waits out the rest: at most [`MAX_PACE_WAIT`](super::polite::MAX_PACE_WAIT)).
+const BACK_EARLY: Duration = Duration::from_secs(2);
 
 /// Longest a task is held back in the queue at once (SQS's limit); a later start is waited
 /// for in several steps.

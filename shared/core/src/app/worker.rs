@@ -18,52 +18,44 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Tasks one worker keeps in flight.
 pub const TASKS_PER_WORKER: usize = 8;
 
-/// Runs `workers` worker loops until `shutdown` turns true. Tasks still in flight then are
-/// abandoned and come back after the queue's visibility timeout.
-pub async fn run_workers(app: Arc<App>, workers: usize, shutdown: watch::Receiver<bool>) {
-    // Receipts of the deliveries being worked on, in every loop.
-    let working: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let mut loops = JoinSet::new();
-    for _ in 0..workers.max(1) {
-        loops.spawn(worker_loop(app.clone(), shutdown.clone(), working.clone()));
-    }
-    while loops.join_next().await.is_some() {}
-    // A stop on purpose is not a crash: once no loop receives any more, what was being worked
-    // on is handed back to the queue at once rather than left to count as interrupted.
-    let left: Vec<String> = lock(&working).drain().collect();
-    for receipt in left {
-        if let Err(e) = app.queue.defer(&receipt, Duration::ZERO).await {
-            tracing::warn!(error = %e, "a task in flight could not be handed back");
-        }
-    }
-}
+/// How long one receive of an idle process waits for a task: it asks its queue three times a
+/// minute (SQS's longest poll), and a task that arrives is received at once.
+pub const RECEIVE_WAIT: Duration = Duration::from_secs(20);
+/// How long one receive of a busy process waits: short, so that the poll a process leaves open
+/// when it dies (the queue may still hand it tasks, which then wait out their visibility
+/// timeout) lasts a moment only.
+const BUSY_WAIT: Duration = Duration::from_secs(1);
 
-async fn worker_loop(
-    app: Arc<App>,
-    shutdown: watch::Receiver<bool>,
-    working: Arc<Mutex<HashSet<String>>>,
-) {
+/// Works the queue with `workers` workers' worth of tasks in flight
+/// (`workers` x [`TASKS_PER_WORKER`]) until `shutdown` turns true: one receive at a time, for
+/// as many tasks as there is room for. Tasks still in flight then are handed back at once.
+pub async fn run_workers(app: Arc<App>, workers: usize, mut shutdown: watch::Receiver<bool>) {
+    let capacity = workers.max(1) * TASKS_PER_WORKER;
+    // Receipts of the deliveries being worked on.
+    let working: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut inflight: JoinSet<()> = JoinSet::new();
     loop {
         while inflight.try_join_next().is_some() {}
         if *shutdown.borrow() {
-            inflight.abort_all();
-            return;
+            break;
         }
-        if inflight.len() >= TASKS_PER_WORKER {
-            inflight.join_next().await;
+        if inflight.len() >= capacity {
+            tokio::select! {
+                _ = inflight.join_next() => {}
+                _ = shutdown.changed() => {}
+            }
             continue;
         }
         let wait = if inflight.is_empty() {
-            Duration::from_millis(500)
+            RECEIVE_WAIT
         } else {
-            Duration::from_millis(20)
+            BUSY_WAIT
         };
-        let batch = match app
-            .queue
-            .receive(TASKS_PER_WORKER - inflight.len(), wait)
-            .await
-        {
+        let batch = tokio::select! {
+            b = app.queue.receive(capacity - inflight.len(), wait) => b,
+            _ = shutdown.changed() => continue,
+        };
+        let batch = match batch {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(error = %e, "queue receive failed");
@@ -84,6 +76,17 @@ async fn worker_loop(
             });
         }
     }
+    inflight.abort_all();
+    while inflight.join_next().await.is_some() {}
+    app.give_back_places().await;
+    // A stop on purpose is not a crash: what was being worked on is handed back to the queue
+    // at once rather than left to count as interrupted.
+    let left: Vec<String> = lock(&working).drain().collect();
+    for receipt in left {
+        if let Err(e) = app.queue.defer(&receipt, Duration::ZERO).await {
+            tracing::warn!(error = %e, "a task in flight could not be handed back");
+        }
+    }
 }
 
 /// Drains a dead-letter queue: each task there exhausted its deliveries, so its page is
@@ -98,7 +101,7 @@ pub async fn run_dead_letters(
             return;
         }
         let batch = tokio::select! {
-            b = dead_letters.receive(10, Duration::from_secs(1)) => b,
+            b = dead_letters.receive(10, RECEIVE_WAIT) => b,
             _ = shutdown.changed() => return,
         };
         let batch = match batch {

@@ -1,0 +1,81 @@
+//! The URLs each job has recorded, as far as this process has seen them. A recorded URL stays
+//! recorded, so the cache is never wrong, only incomplete: it spares a page's claim the reads
+//! of the links the process has met before (a crawled site links the same pages from nearly
+//! every page).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+/// Most URLs kept for all jobs together (16 bytes each): past it, the cache starts afresh.
+const MAX_KNOWN: usize = 500_000;
+
+/// The per-process cache of recorded URLs, by job partition.
+#[derive(Default)]
+pub(crate) struct KnownUrls {
+    inner: Mutex<Known>,
+}
+
+#[derive(Default)]
+struct Known {
+    jobs: HashMap<String, HashSet<[u8; 16]>>,
+    total: usize,
+}
+
+impl KnownUrls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the job in partition `pk` is known to have recorded the URL of `digest`.
+    pub(crate) fn contains(&self, pk: &str, digest: &[u8; 16]) -> bool {
+        self.lock().jobs.get(pk).is_some_and(|s| s.contains(digest))
+    }
+
+    /// Notes that the job in partition `pk` has recorded the URLs of `digests`.
+    pub(crate) fn insert(&self, pk: &str, digests: impl IntoIterator<Item = [u8; 16]>) {
+        let mut known = self.lock();
+        if known.total >= MAX_KNOWN {
+            known.jobs.clear();
+            known.total = 0;
+        }
+        let set = known.jobs.entry(pk.to_string()).or_default();
+        let before = set.len();
+        set.extend(digests);
+        let added = set.len() - before;
+        known.total += added;
+    }
+
+    /// Forgets a job that ended.
+    pub(crate) fn forget(&self, pk: &str) {
+        let mut known = self.lock();
+        if let Some(set) = known.jobs.remove(pk) {
+            known.total -= set.len();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_per_job_and_stays_bounded() {
+        let k = KnownUrls::default();
+        k.insert("a", [[1; 16], [2; 16]]);
+        assert!(k.contains("a", &[1; 16]));
+        assert!(!k.contains("b", &[1; 16]));
+        assert!(!k.contains("a", &[3; 16]));
+        k.forget("a");
+        assert!(!k.contains("a", &[1; 16]));
+        for i in 0..(MAX_KNOWN / 1000 + 1) {
+            let digests = (0..1000u32).map(|j| {
+                let mut d = [0u8; 16];
+                d[..4].copy_from_slice(&(i as u32).to_be_bytes());
+                d[4..8].copy_from_slice(&j.to_be_bytes());
+                d
+            });
+            k.insert("big", digests);
+        }
+        assert!(k.lock().total <= MAX_KNOWN);
+    }
+}

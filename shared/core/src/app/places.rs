@@ -1,0 +1,106 @@
+//! Places at hosts' gates that this process keeps between its requests. A crawl's pages follow
+//! one another at a host, so a place whose request ended is kept a moment for the process's
+//! next request there instead of being given back and taken again (each of those is a write to
+//! the store). A kept place still counts against the host's cap; it is given back when no
+//! request wants it within [`KEEP_IDLE`], when it has served for [`SERVE_AT_MOST`] (so other
+//! processes get their turn), or when the process gives all back (the end of a Lambda
+//! invocation, a worker's stop).
+
+use crate::ports::Gates;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long an idle place is kept for this process's next request at its host.
+pub(crate) const KEEP_IDLE: Duration = Duration::from_secs(2);
+/// How long after it was taken a place is still lent to a new request.
+pub(crate) const SERVE_AT_MOST: Duration = Duration::from_secs(30);
+
+/// A place at a gate that this process holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    pub place: u32,
+    pub holder: String,
+    /// When its lease runs out.
+    pub until: DateTime<Utc>,
+    /// When it was taken.
+    pub taken: Instant,
+}
+
+/// The idle places this process keeps, by gate.
+#[derive(Default)]
+pub struct Places {
+    idle: Mutex<HashMap<String, Vec<(u64, Held)>>>,
+    returns: std::sync::atomic::AtomicU64,
+}
+
+impl Places {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(u64, Held)>>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle place at `gate` whose lease lasts until at least `needed`.
+    pub(crate) fn take(&self, gate: &str, needed: DateTime<Utc>) -> Option<Held> {
+        let mut idle = self.lock();
+        let kept = idle.get_mut(gate)?;
+        let i = kept
+            .iter()
+            .position(|(_, h)| h.until >= needed && h.taken.elapsed() < SERVE_AT_MOST)?;
+        let (_, held) = kept.swap_remove(i);
+        if kept.is_empty() {
+            idle.remove(gate);
+        }
+        Some(held)
+    }
+
+    /// Keeps `held` idle, and gives it back through `gates` unless a request takes it within
+    /// [`KEEP_IDLE`].
+    pub(crate) fn keep(self: &Arc<Self>, gates: &Arc<dyn Gates>, gate: &str, held: Held) {
+        let token = self
+            .returns
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.lock()
+            .entry(gate.to_string())
+            .or_default()
+            .push((token, held));
+        let (places, gates, gate) = (self.clone(), gates.clone(), gate.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(KEEP_IDLE).await;
+            let unclaimed = {
+                let mut idle = places.lock();
+                let kept = idle.get_mut(&gate);
+                let found = kept.and_then(|k| {
+                    let i = k.iter().position(|(t, _)| *t == token)?;
+                    Some(k.swap_remove(i).1)
+                });
+                if idle.get(&gate).is_some_and(Vec::is_empty) {
+                    idle.remove(&gate);
+                }
+                found
+            };
+            if let Some(held) = unclaimed {
+                give_back(&gates, &gate, &held).await;
+            }
+        });
+    }
+
+    /// Gives back every idle place.
+    pub async fn give_back_all(&self, gates: &Arc<dyn Gates>) {
+        let all: Vec<(String, Held)> = self
+            .lock()
+            .drain()
+            .flat_map(|(gate, kept)| kept.into_iter().map(move |(_, h)| (gate.clone(), h)))
+            .collect();
+        for (gate, held) in all {
+            give_back(gates, &gate, &held).await;
+        }
+    }
+}
+
+async fn give_back(gates: &Arc<dyn Gates>, gate: &str, held: &Held) {
+    if let Err(e) = gates.leave(gate, held.place, &held.holder).await {
+        tracing::warn!(error = %e, "a place at a host was not given back; its lease frees it");
+    }
+}
