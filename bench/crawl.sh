@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Crawl benchmark: a generated site of PAGES pages (50-100 KB each) served by nginx on
-# loopback, crawled through `sarvcrawl serve` (release build) with Markdown extraction.
-# Prints pages per second and CPU seconds per page of the server process.
+# Crawl benchmark: a site served by nginx on loopback, crawled through `sarvcrawl serve`
+# (release build) with Markdown extraction. The site is generated (PAGES pages of 50-100 KB) or,
+# with SITE=docs, a real one: Python 3.11's HTML documentation (530 pages, bench/site.sh).
+# Prints pages per second, CPU milliseconds per page of the server process, its peak RSS and
+# the CPU per page of each stage (fetch, parse, links, Markdown, store, bookkeeping).
 #
 # With RENDER=1 every page is loaded in headless Chromium (`render: true`), RENDER_PAGES at
 # once (the server's --render-pages), and the CPU time counts the browser's processes too.
 #
 #   bash bench/crawl.sh            # 2000 pages
+#   SITE=docs bash bench/crawl.sh  # Python's documentation
 #   PAGES=500 bash bench/crawl.sh
 #   RENDER=1 bash bench/crawl.sh   # 200 rendered pages, 4 at once
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RENDER=${RENDER:-}
+SITE=${SITE:-generated}
 RENDER_PAGES=${RENDER_PAGES:-4}
 PAGES=${PAGES:-$([ -n "$RENDER" ] && echo 200 || echo 2000)}
 CONCURRENCY=${CONCURRENCY:-32}
@@ -21,13 +25,23 @@ trap 'kill $(cat "$work"/nginx.pid 2>/dev/null) 2>/dev/null || true; kill "$serv
 serve_pid=
 
 source bench/site.sh
-cargo build --release --locked --bin sarvcrawl >&2
-serve_site "$work/site" "$PAGES" "$work"
+# BIN: another build to measure (an earlier one, say); by default this tree's release build.
+BIN=${BIN:-}
+if [ -z "$BIN" ]; then
+  cargo build --release --locked --bin sarvcrawl >&2
+  BIN=./target/release/sarvcrawl
+fi
+if [ "$SITE" = docs ]; then
+  serve_docs "$work"
+  PAGES=$site_pages
+else
+  serve_site "$work/site" "$PAGES" "$work"
+fi
 port=$site_port
 api_port=$(free_port)
 
-./target/release/sarvcrawl serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
-  --allow-net 127.0.0.1/32 --render-pages "$RENDER_PAGES" 2>"$work/serve.log" &
+SARVCRAWL_STAGE_CPU=1 "$BIN" serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
+  --allow-net 127.0.0.1/32 --render-pages "$RENDER_PAGES" ${SERVE_ARGS:-} 2>"$work/serve.log" &
 serve_pid=$!
 for _ in $(seq 100); do curl -fs "127.0.0.1:$api_port/api/health" >/dev/null && break; sleep 0.1; done
 
@@ -45,9 +59,17 @@ while :; do
   sleep 0.2
 done
 cpu1=$(cpu)
-echo "$status" | python3 bench/report.py "$cpu1" "$cpu0"
+# DUMP=FILE: every document of the crawl into FILE (to compare two builds' output).
+[ -z "${DUMP:-}" ] || python3 bench/dump.py "127.0.0.1:$api_port" "$job" "$DUMP"
+rss_kb=$(awk '/^VmHWM/ {print $2}' "/proc/$serve_pid/status")
+# The server prints its CPU time by stage when it stops.
+kill -TERM "$serve_pid"
+wait "$serve_pid" || true
+stages=$(sed -n 's/.*stage-cpu //p' "$work/serve.log")
+[ -n "$stages" ] || stages='{}'
+echo "$status" | python3 bench/report.py "$cpu1" "$cpu0" "$rss_kb" "$stages"
 [ -n "${DEBUG:-}" ] && echo "$status" && cat "$work/nginx-error.log"
 size=$(du -sb "$work/site" | cut -f1)
-echo "site              $PAGES pages, $((size / PAGES / 1024)) KB average"
+echo "site              $SITE, $PAGES pages, $((size / PAGES / 1024)) KB average"
 echo "cores             $(nproc)"
 [ -z "$RENDER" ] || echo "rendered          $RENDER_PAGES pages at once in $(chromium --version 2>/dev/null || echo Chromium)"

@@ -1,19 +1,47 @@
-# Sourced by the benchmarks: helpers to serve a generated site with nginx on loopback.
+# Sourced by the benchmarks: helpers to serve a site with nginx on loopback.
 #   free_port                  prints a free loopback port
 #   serve_site DIR PAGES WORK  generates PAGES pages into DIR and serves them; sets $site_port
 #                              and writes nginx's pid to WORK/nginx.pid
+#   serve_docs WORK            serves Python 3.11's HTML documentation (530 pages of prose,
+#                              tables and code blocks, 60 KB on average, from Debian's
+#                              python3.11-doc, downloaded once into target/bench-docs); sets
+#                              $site_port and $site_pages
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-serve_site() {
-  local dir=$1 pages=$2 work=$3
+ensure_nginx() {
   if ! command -v nginx >/dev/null; then
     echo "installing nginx" >&2
     apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
   fi
+}
+
+serve_site() {
+  local dir=$1 pages=$2 work=$3
   python3 bench/gen_site.py "$dir" "$pages"
+  serve_dir "$dir" "$work"
+}
+
+serve_docs() {
+  local work=$1 cache=target/bench-docs
+  local dir=$cache/usr/share/doc/python3.11/html
+  if [ ! -f "$dir/index.html" ]; then
+    echo "downloading python3.11-doc from the Debian archive" >&2
+    mkdir -p "$cache"
+    (cd "$cache" && apt-get download -qq python3.11-doc 2>/dev/null && dpkg-deb -x python3.11-doc_*.deb .)
+  fi
+  site_pages=$(find "$dir" -name '*.html' | wc -l)
+  # A copy inside WORK, which nginx's workers may read.
+  cp -rL "$dir" "$work/site" 2>/dev/null || true
+  serve_dir "$work/site" "$work"
+}
+
+# Serves DIR with nginx on a free loopback port.
+serve_dir() {
+  local dir=$1 work=$2
+  ensure_nginx
   site_port=$(free_port)
   cat > "$work/nginx.conf" <<CONF
 worker_processes 1;

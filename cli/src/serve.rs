@@ -171,6 +171,11 @@ async fn authentication(args: &ServeArgs, backend: &backend::Backend) -> Result<
 
 /// Runs the server until Ctrl-C or SIGTERM.
 pub async fn run(args: ServeArgs) -> Result<(), String> {
+    // The benchmarks' breakdown of a page's CPU time, a `stage-cpu {...}` line on stderr when
+    // the server stops.
+    if std::env::var_os("SARVCRAWL_STAGE_CPU").is_some_and(|v| v == "1") {
+        sarvcrawl_core::stages::enable();
+    }
     if !args.allow_nets.is_empty() {
         let nets: Vec<String> = args.allow_nets.iter().map(ToString::to_string).collect();
         tracing::warn!(networks = %nets.join(","), "fetching from normally blocked networks is allowed");
@@ -295,6 +300,9 @@ async fn finish(renderer: Option<Arc<Chromium>>, backend: backend::Backend) -> R
         r.shutdown().await;
     }
     drop(backend);
+    if let Some(report) = sarvcrawl_core::stages::report() {
+        eprintln!("stage-cpu {report}");
+    }
     tracing::info!("stopped");
     Ok(())
 }

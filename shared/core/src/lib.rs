@@ -11,6 +11,7 @@ pub mod domain;
 pub mod engine;
 pub mod http;
 pub mod ports;
+pub mod stages;
 
 /// The crate version, reported by `/api/health` and in the User-Agent.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

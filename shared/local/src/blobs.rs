@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 use sarvcrawl_core::ports::{BlobStore, StoreError, StoreResult};
+use sarvcrawl_core::stages;
 use std::path::PathBuf;
 
 /// Blob store over a directory.
@@ -35,18 +36,20 @@ impl FsBlobs {
 impl BlobStore for FsBlobs {
     async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
         let path = self.path(key)?;
-        if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir)
-                .await
-                .map_err(StoreError::new)?;
-        }
-        let tmp = path.with_extension(format!("tmp-{}", ulid::Ulid::new()));
-        tokio::fs::write(&tmp, &body)
-            .await
-            .map_err(StoreError::new)?;
-        tokio::fs::rename(&tmp, &path)
-            .await
-            .map_err(StoreError::new)
+        let stage = stages::current();
+        // One trip off the runtime for the directory, the file and its rename.
+        tokio::task::spawn_blocking(move || {
+            let _in = stages::enter(stage);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension(format!("tmp-{}", ulid::Ulid::new()));
+            std::fs::write(&tmp, &body)?;
+            std::fs::rename(&tmp, &path)
+        })
+        .await
+        .map_err(StoreError::new)?
+        .map_err(StoreError::new)
     }
 
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {

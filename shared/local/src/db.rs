@@ -2,6 +2,7 @@
 
 use rusqlite::Connection;
 use sarvcrawl_core::ports::{StoreError, StoreResult};
+use sarvcrawl_core::stages;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -176,8 +177,9 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T> + Send + 'static,
     {
-        let db = self.clone();
+        let (db, stage) = (self.clone(), stages::current());
         tokio::task::spawn_blocking(move || {
+            let _in = stages::enter(stage);
             let mut conn = db.writer.lock().unwrap_or_else(|p| p.into_inner());
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let out = f(&tx)?;
@@ -195,8 +197,9 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let db = self.clone();
+        let (db, stage) = (self.clone(), stages::current());
         tokio::task::spawn_blocking(move || {
+            let _in = stages::enter(stage);
             let conn = db.reader.lock().unwrap_or_else(|p| p.into_inner());
             f(&conn)
         })

@@ -10,6 +10,7 @@ use crate::domain::{ErrorCode, Job, JobError, PageOptions};
 use crate::engine::fetch::{FetchError, Fetched};
 use crate::engine::robots::Robots;
 use crate::ports::{NewLog, RenderRequest, StoreError, StoreResult, Task};
+use crate::stages::{self, timed, Stage};
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -225,6 +226,7 @@ pub(crate) async fn fetch_page(
     let built = app
         .work
         .run(app.config.work_limit, move |budget| {
+            let _parse = stages::enter(Some(Stage::Parse));
             Ok(document::build(&page, &requested, &opts, now, budget))
         })
         .await
@@ -327,7 +329,7 @@ async fn fetch_politely(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let f = app.fetcher.get(url, headers, deadline).await?;
+        let f = timed(Stage::Fetch, app.fetcher.get(url, headers, deadline)).await?;
         if !matches!(f.status, 429 | 503) || attempt >= BUSY_TRIES {
             return Ok(f);
         }

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// How long an idle place is kept for this process's next request at its host.
@@ -34,6 +35,8 @@ pub(crate) struct Held {
 pub struct Places {
     idle: Mutex<HashMap<String, Vec<(u64, Held)>>>,
     returns: std::sync::atomic::AtomicU64,
+    /// Told each time a place is kept idle, for a request of this process waiting for one.
+    kept: Notify,
 }
 
 impl Places {
@@ -65,6 +68,7 @@ impl Places {
             .entry(gate.to_string())
             .or_default()
             .push((token, held));
+        self.kept.notify_waiters();
         let (places, gates, gate) = (self.clone(), gates.clone(), gate.to_string());
         tokio::spawn(async move {
             tokio::time::sleep(KEEP_IDLE).await;
@@ -84,6 +88,11 @@ impl Places {
                 give_back(&gates, &gate, &held).await;
             }
         });
+    }
+
+    /// Completes when a place is next kept idle (at any gate: the waiter looks at its own).
+    pub(crate) fn freed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.kept.notified()
     }
 
     /// Gives back every idle place.

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 use url::Url;
 
 /// Longest a request waits for a place at its host before its task is tried again later.
@@ -73,42 +74,55 @@ pub(crate) async fn at_host<T>(
     request: impl Future<Output = T>,
 ) -> StoreResult<T> {
     let gate = format!("host:{}", host_of(url));
-    let needed = app.clock.now() + chrono_of(deadline + PLACE_MARGIN / 2);
-    let held = match app.places.take(&gate, needed) {
-        Some(held) => held,
-        None => enter(app, url, &gate, deadline).await?,
-    };
+    let held = enter(app, url, &gate, deadline).await?;
     let out = request.await;
     app.places.keep(&app.gates, &gate, held);
     Ok(out)
 }
 
-/// Takes a place at `gate` for a request taking at most `deadline`, waiting up to
-/// [`HOST_WAIT`] for one to come free.
+/// Takes a place at `gate` for a request taking at most `deadline` (one this process keeps,
+/// or one from the store), waiting up to [`HOST_WAIT`] for one to come free: a place this
+/// process lets go is taken at once, one let go elsewhere at the next look (backing off).
 async fn enter(app: &App, url: &Url, gate: &str, deadline: Duration) -> StoreResult<Held> {
     let holder = ulid::Ulid::new().to_string();
     let capacity = app.config.per_host_concurrency.max(1);
-    let started = tokio::time::Instant::now();
+    let started = Instant::now();
     let mut pause = Duration::from_millis(20);
+    // When to ask the store next; a place kept here wakes the wait sooner.
+    let mut look = started;
     loop {
-        // Leased for as long as this process may lend it to its next requests too.
-        let until = app.clock.now() + chrono_of(deadline + PLACE_MARGIN + SERVE_AT_MOST);
-        if let Some(place) = app.gates.enter(gate, capacity, &holder, until).await? {
-            return Ok(Held {
-                place,
-                holder,
-                until,
-                taken: tokio::time::Instant::now(),
-            });
+        // Listening before looking: a place kept meanwhile is not missed.
+        let freed = app.places.freed();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        let needed = app.clock.now() + chrono_of(deadline + PLACE_MARGIN / 2);
+        if let Some(held) = app.places.take(gate, needed) {
+            return Ok(held);
         }
-        if started.elapsed() >= HOST_WAIT {
-            return Err(StoreError::transient(format!(
-                "every place at {} stayed taken",
-                host_of(url)
-            )));
+        if Instant::now() >= look {
+            // Leased for as long as this process may lend it to its next requests too.
+            let until = app.clock.now() + chrono_of(deadline + PLACE_MARGIN + SERVE_AT_MOST);
+            if let Some(place) = app.gates.enter(gate, capacity, &holder, until).await? {
+                return Ok(Held {
+                    place,
+                    holder,
+                    until,
+                    taken: Instant::now(),
+                });
+            }
+            if started.elapsed() >= HOST_WAIT {
+                return Err(StoreError::transient(format!(
+                    "every place at {} stayed taken",
+                    host_of(url)
+                )));
+            }
+            look = Instant::now() + jitter(pause);
+            pause = (pause * 2).min(Duration::from_secs(1));
         }
-        tokio::time::sleep(jitter(pause)).await;
-        pause = (pause * 2).min(Duration::from_secs(1));
+        tokio::select! {
+            _ = tokio::time::sleep_until(look) => {}
+            _ = freed => {}
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use super::settle::{abandon, finish, gave_up_after, settle_cancelled, task_lease
 use super::{crawl, map, monitor, scrape, search, upload, App};
 use crate::domain::{ErrorCode, Job, JobError, JobRequest, JobStatus};
 use crate::ports::{Delivery, NewLog, NodeStatus, PageOutcome, StoreError, StoreResult, Task};
+use crate::stages::{timed, Stage};
 use bytes::Bytes;
 use std::time::Duration;
 use tracing::Instrument;
@@ -257,8 +258,11 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
     };
 
     let key = document_key(task);
-    let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
-    app.blobs.put(&key, Bytes::from(body)).await?;
+    timed(Stage::Store, async {
+        let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
+        app.blobs.put(&key, Bytes::from(body)).await
+    })
+    .await?;
 
     if let (JobRequest::Crawl(r), None) = (&req, &error) {
         crawl::discover(app, &job, r, &rt, task, links, &mut logs).await?;

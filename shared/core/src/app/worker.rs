@@ -5,6 +5,7 @@ use super::settle::{abandon, gave_up_after};
 use super::task::{process, Disposition};
 use super::App;
 use crate::ports::WorkQueue;
+use crate::stages::{timed, Stage};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +53,7 @@ pub async fn run_workers(app: Arc<App>, workers: usize, mut shutdown: watch::Rec
             BUSY_WAIT
         };
         let batch = tokio::select! {
-            b = app.queue.receive(capacity - inflight.len(), wait) => b,
+            b = timed(Stage::Bookkeeping, app.queue.receive(capacity - inflight.len(), wait)) => b,
             _ = shutdown.changed() => continue,
         };
         let batch = match batch {
@@ -66,14 +67,14 @@ pub async fn run_workers(app: Arc<App>, workers: usize, mut shutdown: watch::Rec
         for delivery in batch {
             let (app, working) = (app.clone(), working.clone());
             lock(&working).insert(delivery.receipt.clone());
-            inflight.spawn(async move {
+            inflight.spawn(timed(Stage::Bookkeeping, async move {
                 if process(&app, &delivery).await == Disposition::Ack {
                     if let Err(e) = app.queue.ack(&delivery.receipt).await {
                         tracing::warn!(error = %e, "ack failed; the task will run again");
                     }
                 }
                 lock(&working).remove(&delivery.receipt);
-            });
+            }));
         }
     }
     inflight.abort_all();

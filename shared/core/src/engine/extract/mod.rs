@@ -8,6 +8,7 @@ mod markdown;
 mod meter;
 
 use super::budget::{Budget, Exceeded};
+use crate::stages::{self, Stage};
 use meter::Meter;
 use scraper::{ElementRef, Html, Selector};
 use std::collections::HashSet;
@@ -100,13 +101,11 @@ pub fn extract_html(
 ) -> Result<Extracted, Exceeded> {
     let doc = super::html::parse(source, budget)?;
     let meter = Meter::new(budget);
-    let base = base_url(&doc, url);
-    let mut out = Extracted {
-        links: links(&doc, &base, &meter),
-        ..Extracted::default()
-    };
-    metadata(&doc, &base, &mut out);
+    let links_in = stages::enter(Some(Stage::Links));
+    let (base, mut out) = links_and_metadata(&doc, url, &meter);
+    drop(links_in);
     meter.result()?;
+    let _rendering = stages::enter(Some(Stage::Markdown));
 
     if !(opts.markdown || opts.text || opts.html) {
         return Ok(out);
@@ -165,17 +164,65 @@ fn content_roots<'a>(doc: &'a Html, include: &[Selector]) -> Vec<ElementRef<'a>>
         .collect()
 }
 
-fn select_first<'a>(doc: &'a Html, css: &str) -> Option<ElementRef<'a>> {
-    Selector::parse(css)
-        .ok()
-        .and_then(|s| doc.select(&s).next())
+/// What one walk over the tree finds for the links and the metadata: for each, the first
+/// element in document order that a CSS selector would match (`title`, `base[href]`,
+/// `meta[name="description"]`, `link[rel="canonical"][href]`, ...), and every link's `href`.
+#[derive(Default)]
+struct Head<'a> {
+    base: Option<&'a str>,
+    title: Option<ElementRef<'a>>,
+    /// The `content` of the first `meta` of each kind (which may have none).
+    description: Option<Option<&'a str>>,
+    og_title: Option<Option<&'a str>>,
+    og_description: Option<Option<&'a str>>,
+    canonical: Option<&'a str>,
+    hrefs: Vec<&'a str>,
 }
 
-fn base_url(doc: &Html, url: &Url) -> Url {
-    select_first(doc, "base[href]")
-        .and_then(|b| b.value().attr("href"))
-        .and_then(|h| url.join(h).ok())
-        .unwrap_or_else(|| url.clone())
+fn first<T>(slot: &mut Option<T>, value: Option<T>) {
+    if slot.is_none() {
+        *slot = value;
+    }
+}
+
+fn scan(doc: &Html) -> Head<'_> {
+    let mut head = Head::default();
+    for el in doc
+        .root_element()
+        .descendants()
+        .filter_map(ElementRef::wrap)
+    {
+        let v = el.value();
+        let attr = |name: &str| v.attr(name);
+        match v.name() {
+            "a" | "area" => head.hrefs.extend(attr("href")),
+            "title" if head.title.is_none() => head.title = Some(el),
+            "base" => first(&mut head.base, attr("href")),
+            "meta" => {
+                let content = attr("content");
+                if attr("name") == Some("description") {
+                    first(&mut head.description, Some(content));
+                }
+                match attr("property") {
+                    Some("og:title") => first(&mut head.og_title, Some(content)),
+                    Some("og:description") => first(&mut head.og_description, Some(content)),
+                    _ => {}
+                }
+            }
+            "link" => {
+                // `rel` compares without case on an HTML element, as in a selector.
+                let html = v.name.ns == html5ever::ns!(html);
+                let canonical = attr("rel").is_some_and(|r| {
+                    r == "canonical" || (html && r.eq_ignore_ascii_case("canonical"))
+                });
+                if canonical {
+                    first(&mut head.canonical, attr("href"));
+                }
+            }
+            _ => {}
+        }
+    }
+    head
 }
 
 /// Resolves a link against the base; only http(s), without fragment.
@@ -188,13 +235,10 @@ pub(crate) fn absolute(base: &Url, href: &str) -> Option<Url> {
     Some(u)
 }
 
-fn links(doc: &Html, base: &Url, meter: &Meter) -> Vec<Url> {
-    let Ok(sel) = Selector::parse("a[href], area[href]") else {
-        return Vec::new();
-    };
+fn links(hrefs: &[&str], base: &Url, meter: &Meter) -> Vec<Url> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for href in doc.select(&sel).filter_map(|a| a.value().attr("href")) {
+    for href in hrefs {
         if out.len() >= MAX_LINKS || !meter.step() {
             break;
         }
@@ -214,21 +258,29 @@ fn non_empty(s: Option<&str>) -> Option<String> {
     (!t.is_empty()).then_some(t)
 }
 
-fn meta_content(doc: &Html, css: &str) -> Option<String> {
-    non_empty(select_first(doc, css).and_then(|m| m.value().attr("content")))
-}
-
-fn metadata(doc: &Html, base: &Url, out: &mut Extracted) {
-    out.title = select_first(doc, "title")
-        .and_then(|t| non_empty(Some(&t.text().collect::<String>())))
-        .or_else(|| meta_content(doc, r#"meta[property="og:title"]"#));
-    out.description = meta_content(doc, r#"meta[name="description"]"#)
-        .or_else(|| meta_content(doc, r#"meta[property="og:description"]"#));
-    out.language = non_empty(doc.root_element().value().attr("lang"));
-    out.canonical_url = select_first(doc, r#"link[rel="canonical"][href]"#)
-        .and_then(|l| l.value().attr("href"))
-        .and_then(|h| absolute(base, h))
-        .map(String::from);
+/// The base URL, and the links and the metadata of a page, from one walk over its tree.
+fn links_and_metadata(doc: &Html, url: &Url, meter: &Meter) -> (Url, Extracted) {
+    let head = scan(doc);
+    let base = head
+        .base
+        .and_then(|h| url.join(h).ok())
+        .unwrap_or_else(|| url.clone());
+    let out = Extracted {
+        links: links(&head.hrefs, &base, meter),
+        title: head
+            .title
+            .and_then(|t| non_empty(Some(&t.text().collect::<String>())))
+            .or_else(|| non_empty(head.og_title.flatten())),
+        description: non_empty(head.description.flatten())
+            .or_else(|| non_empty(head.og_description.flatten())),
+        language: non_empty(doc.root_element().value().attr("lang")),
+        canonical_url: head
+            .canonical
+            .and_then(|h| absolute(&base, h))
+            .map(String::from),
+        ..Extracted::default()
+    };
+    (base, out)
 }
 
 #[cfg(test)]
