@@ -12,6 +12,8 @@
 #   SITE=docs bash bench/crawl.sh  # Python's documentation
 #   PAGES=500 bash bench/crawl.sh
 #   RENDER=1 bash bench/crawl.sh   # 200 rendered pages, 4 at once
+#   LOAD=300 bash bench/crawl.sh   # and 300 users submit a scrape each meanwhile, the crawl's
+#                                  # status polled all along: their latencies (bench/load.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RENDER=${RENDER:-}
@@ -40,7 +42,10 @@ fi
 port=$site_port
 api_port=$(free_port)
 
-SARVCRAWL_STAGE_CPU=1 "$BIN" serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
+# Keys: the crawl's user, and one per user of the load.
+keys="crawler:bench-crawler-key-0001"
+for n in $(seq 0 $((${LOAD:-0} - 1))); do keys="$keys,load-$n:load-key-for-user-$n"; done
+SARVCRAWL_API_KEYS=$keys SARVCRAWL_STAGE_CPU=1 "$BIN" serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
   --allow-net 127.0.0.1/32 --render-pages "$RENDER_PAGES" ${SERVE_ARGS:-} 2>"$work/serve.log" &
 serve_pid=$!
 for _ in $(seq 100); do curl -fs "127.0.0.1:$api_port/api/health" >/dev/null && break; sleep 0.1; done
@@ -48,19 +53,26 @@ for _ in $(seq 100); do curl -fs "127.0.0.1:$api_port/api/health" >/dev/null && 
 # CPU seconds of the server, its exited children and the processes still running below it.
 cpu() { python3 bench/cpu.py "$serve_pid"; }
 cpu0=$(cpu)
-job=$(curl -fs -XPOST "127.0.0.1:$api_port/api/crawl" -H 'content-type: application/json' \
+auth="authorization: Bearer bench-crawler-key-0001"
+job=$(curl -fs -XPOST "127.0.0.1:$api_port/api/crawl" -H 'content-type: application/json' -H "$auth" \
   -d "{\"url\":\"http://127.0.0.1:$port/\",\"limit\":$PAGES,\"max_depth\":50,\"use_sitemap\":false,\"max_concurrency\":$CONCURRENCY,\"formats\":[\"markdown\",\"metadata\"],\"render\":$render_flag}" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])')
+load_pid=
+if [ -n "${LOAD:-}" ]; then
+  python3 bench/load.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001 "http://127.0.0.1:$port/" "$LOAD" > "$work/load.txt" &
+  load_pid=$!
+fi
 while :; do
-  status=$(curl -fs "127.0.0.1:$api_port/api/jobs/$job")
+  status=$(curl -fs -H "$auth" "127.0.0.1:$api_port/api/jobs/$job")
   case "$(echo "$status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" in
     completed|failed|cancelled) break ;;
   esac
   sleep 0.2
 done
 cpu1=$(cpu)
+[ -z "$load_pid" ] || wait "$load_pid"
 # DUMP=FILE: every document of the crawl into FILE (to compare two builds' output).
-[ -z "${DUMP:-}" ] || python3 bench/dump.py "127.0.0.1:$api_port" "$job" "$DUMP"
+[ -z "${DUMP:-}" ] || python3 bench/dump.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001 "$DUMP"
 rss_kb=$(awk '/^VmHWM/ {print $2}' "/proc/$serve_pid/status")
 # The server prints its CPU time by stage when it stops.
 kill -TERM "$serve_pid"
@@ -68,6 +80,7 @@ wait "$serve_pid" || true
 stages=$(sed -n 's/.*stage-cpu //p' "$work/serve.log")
 [ -n "$stages" ] || stages='{}'
 echo "$status" | python3 bench/report.py "$cpu1" "$cpu0" "$rss_kb" "$stages"
+[ -z "$load_pid" ] || cat "$work/load.txt"
 [ -n "${DEBUG:-}" ] && echo "$status" && cat "$work/nginx-error.log"
 size=$(du -sb "$work/site" | cut -f1)
 echo "site              $SITE, $PAGES pages, $((size / PAGES / 1024)) KB average"

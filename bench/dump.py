@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes every document of a job (API address, job id, output file) as one JSON object by URL,
+"""Writes every document of a job (API address, job id, API key, output file) as one JSON object by URL,
 without what changes from run to run (fetched_at, elapsed_ms, the site's port), to compare
 builds: two runs of the same output give the same file."""
 import json
@@ -8,11 +8,12 @@ import sys
 import urllib.request
 
 def main() -> None:
-    api, job, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    api, job, key, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     docs, cursor = {}, None
     while True:
         url = f"http://{api}/api/jobs/{job}/results?limit=100" + (f"&cursor={cursor}" if cursor else "")
-        page = json.load(urllib.request.urlopen(url))
+        request = urllib.request.Request(url, headers={"authorization": f"Bearer {key}"})
+        page = json.load(urllib.request.urlopen(request))
         for d in page["data"]:
             meta = d.get("metadata") or {}
             meta.pop("fetched_at", None)

@@ -113,3 +113,66 @@ async fn give_back(gates: &Arc<dyn Gates>, gate: &str, held: &Held) {
         tracing::warn!(error = %e, "a place at a host was not given back; its lease frees it");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::StoreResult;
+    use async_trait::async_trait;
+
+    /// Gates that nothing is asked of: the places under test never leave the process.
+    struct Untouched;
+
+    #[async_trait]
+    impl Gates for Untouched {
+        async fn enter(
+            &self,
+            _: &str,
+            _: u32,
+            _: &str,
+            _: DateTime<Utc>,
+        ) -> StoreResult<Option<u32>> {
+            unreachable!("no place is taken from the store here")
+        }
+
+        async fn leave(&self, _: &str, _: u32, _: &str) -> StoreResult<()> {
+            Ok(())
+        }
+
+        async fn book(
+            &self,
+            _: &str,
+            _: Duration,
+            now: DateTime<Utc>,
+        ) -> StoreResult<DateTime<Utc>> {
+            Ok(now)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_place_kept_wakes_a_request_waiting_for_one_at_once() {
+        let places = Arc::new(Places::default());
+        let gates: Arc<dyn Gates> = Arc::new(Untouched);
+        let held = Held {
+            place: 3,
+            holder: "h".into(),
+            until: Utc::now() + chrono::Duration::seconds(60),
+            taken: Instant::now(),
+        };
+        let waiter = {
+            let places = places.clone();
+            tokio::spawn(async move {
+                let freed = places.freed();
+                tokio::pin!(freed);
+                freed.as_mut().enable();
+                assert!(places.take("host:a", Utc::now()).is_none());
+                freed.await;
+                places.take("host:a", Utc::now()).map(|h| h.place)
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        places.keep(&gates, "host:a", held);
+        let woken = tokio::time::timeout(Duration::from_millis(500), waiter).await;
+        assert_eq!(woken.ok().and_then(Result::ok), Some(Some(3)));
+    }
+}
