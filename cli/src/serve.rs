@@ -8,6 +8,7 @@ use sarvcrawl_core::app::{worker, App, Config};
 use sarvcrawl_core::auth::{Auth, KeyRing, LOCAL_USER};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
+use sarvcrawl_core::engine::pool::lower_priority;
 use sarvcrawl_core::ports::{Clock, Renderer, SystemClock};
 use sarvcrawl_render::{Chromium, ChromiumConfig};
 use std::net::SocketAddr;
@@ -265,13 +266,14 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             .and_then(|()| std::fs::rename(&partial, path))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
+    let background = background_runtime()?;
     let worker_handle = (workers > 0)
-        .then(|| tokio::spawn(worker::run_workers(app.clone(), workers, stop_rx.clone())));
-    let scheduler_handle = tokio::spawn(schedule(app.clone(), stop_rx.clone()));
+        .then(|| background.spawn(worker::run_workers(app.clone(), workers, stop_rx.clone())));
+    let scheduler_handle = background.spawn(schedule(app.clone(), stop_rx.clone()));
     let dead_letter_handle = backend
         .dead_letters
         .clone()
-        .map(|dlq| tokio::spawn(worker::run_dead_letters(app.clone(), dlq, stop_rx)));
+        .map(|dlq| background.spawn(worker::run_dead_letters(app.clone(), dlq, stop_rx)));
     tracing::info!(
         backend = ?args.backend,
         workers,
@@ -291,7 +293,25 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     if let Some(h) = dead_letter_handle {
         let _ = h.await;
     }
+    // What is left there (a kept place's timer) is dropped; its lease frees the place.
+    background.shutdown_background();
     finish(renderer, backend).await
+}
+
+/// The background's threads' nice value: below the API's, above the parses'
+/// ([`WORK_NICE`](sarvcrawl_core::engine::pool::WORK_NICE)).
+const BACKGROUND_NICE: i32 = 5;
+
+/// The runtime of the background (the workers, the scheduler, the dead letters), apart from the
+/// API's: a request never waits in a run queue behind the tasks of a busy crawl, and the
+/// background's threads (its blocking calls' too) run below the API's in priority.
+fn background_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name("sarvcrawl-background")
+        .on_thread_start(|| lower_priority(BACKGROUND_NICE))
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the background runtime: {e}"))
 }
 
 /// Closes the browser and the backend once everything stopped.

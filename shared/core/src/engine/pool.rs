@@ -15,6 +15,25 @@ use tokio::sync::oneshot;
 const STACK: usize = 64 * 1024 * 1024;
 /// How long past its deadline an item that does not check its budget is waited for.
 const GRACE: Duration = Duration::from_secs(2);
+/// The pool threads' nice value: when pages keep every core busy, the threads that answer the
+/// API run first, then those that fetch and keep the books, then the parses.
+pub const WORK_NICE: i32 = 10;
+
+/// Lowers the calling thread's scheduling priority to `nice`, never raising it (on Linux a
+/// thread has its own; elsewhere nothing changes).
+pub fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain system calls about the calling thread, with no memory handed over.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if libc::setpriority(libc::PRIO_PROCESS, tid, now.max(nice)) != 0 {
+            tracing::debug!("cannot lower a thread's priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
 
 type Item = Box<dyn FnOnce() + Send>;
 
@@ -36,14 +55,17 @@ impl WorkPool {
             let spawned = std::thread::Builder::new()
                 .name(format!("sarvcrawl-work-{n}"))
                 .stack_size(STACK)
-                .spawn(move || loop {
-                    let item = match rx.lock() {
-                        Ok(r) => r.recv(),
-                        Err(_) => return,
-                    };
-                    match item {
-                        Ok(item) => item(),
-                        Err(_) => return,
+                .spawn(move || {
+                    lower_priority(WORK_NICE);
+                    loop {
+                        let item = match rx.lock() {
+                            Ok(r) => r.recv(),
+                            Err(_) => return,
+                        };
+                        match item {
+                            Ok(item) => item(),
+                            Err(_) => return,
+                        }
                     }
                 });
             match spawned {
@@ -147,6 +169,22 @@ mod tests {
         assert!(matches!(stuck, Err(Exceeded::Time(_))));
         assert!(t.elapsed() < Duration::from_secs(3));
         assert_eq!(pool.run(Duration::from_secs(5), |_| Ok(1)).await, Ok(1));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn work_runs_at_a_lower_priority() {
+        // SAFETY: getpriority reads the calling thread's nice value.
+        let nice = || unsafe {
+            libc::getpriority(
+                libc::PRIO_PROCESS,
+                libc::syscall(libc::SYS_gettid) as libc::id_t,
+            )
+        };
+        let here = nice();
+        let pool = WorkPool::new(1);
+        let there = pool.run(Duration::from_secs(5), move |_| Ok(nice())).await;
+        assert_eq!(there, Ok(WORK_NICE.max(here)));
     }
 
     #[tokio::test]
