@@ -155,17 +155,25 @@ impl<F: Future> Future for Timed<F> {
     }
 }
 
+/// The CPU seconds counted so far, by stage name.
+pub fn totals() -> Vec<(&'static str, f64)> {
+    STAGES
+        .iter()
+        .map(|s| {
+            let nanos = TOTALS[*s as usize].load(Ordering::Relaxed);
+            (s.name(), nanos as f64 / 1e9)
+        })
+        .collect()
+}
+
 /// The CPU seconds counted per stage, as one JSON object (`None` when counting is off).
 pub fn report() -> Option<String> {
     if !enabled() {
         return None;
     }
-    let fields: Vec<String> = STAGES
-        .iter()
-        .map(|s| {
-            let nanos = TOTALS[*s as usize].load(Ordering::Relaxed);
-            format!("\"{}\":{:.6}", s.name(), nanos as f64 / 1e9)
-        })
+    let fields: Vec<String> = totals()
+        .into_iter()
+        .map(|(name, secs)| format!("\"{name}\":{secs:.6}"))
         .collect();
     Some(format!("{{{}}}", fields.join(",")))
 }

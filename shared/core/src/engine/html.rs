@@ -39,6 +39,7 @@ pub fn parse(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
         depth: RefCell::new(HashMap::default()),
         nodes: Cell::new(0),
         deepest: Cell::new(0),
+        moved: Cell::new(false),
     };
     let mut parser = html5ever::parse_document(sink, Default::default());
     let mut rest = source;
@@ -58,10 +59,11 @@ pub fn parse(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
         }
         budget.check()?;
     }
+    let moved = parser.tokenizer.sink.sink.moved.get();
     let html = parser.finish();
     // The depths above were counted as nodes arrived; misnested markup can move subtrees
-    // afterwards, so the finished tree is measured once more (iteratively).
-    if depth_of(&html) > MAX_DEPTH {
+    // afterwards, so a tree where that happened is measured once more (iteratively).
+    if moved && depth_of(&html) > MAX_DEPTH {
         return Err(too_deep());
     }
     Ok(html)
@@ -113,6 +115,8 @@ struct Bounded {
     depth: RefCell<HashMap<NodeId, usize, BuildHasherDefault<IdHasher>>>,
     nodes: Cell<usize>,
     deepest: Cell<usize>,
+    /// Whether the tree builder moved a node that was already placed (and its subtree).
+    moved: Cell<bool>,
 }
 
 impl Bounded {
@@ -238,10 +242,12 @@ impl TreeSink for Bounded {
     }
 
     fn remove_from_parent(&self, target: &NodeId) {
+        self.moved.set(true);
         self.inner.remove_from_parent(target)
     }
 
     fn reparent_children(&self, node: &NodeId, new_parent: &NodeId) {
+        self.moved.set(true);
         self.inner.reparent_children(node, new_parent)
     }
 

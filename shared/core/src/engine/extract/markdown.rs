@@ -6,6 +6,7 @@ use super::meter::Meter;
 use super::{absolute, Filter};
 use scraper::node::Node;
 use scraper::ElementRef;
+use std::borrow::Cow;
 use url::Url;
 
 /// Markdown, or the same structure as plain text.
@@ -131,15 +132,15 @@ fn starts_entity(rest: &str) -> bool {
 /// A paragraph line that CommonMark would read as the start of another block, escaped:
 /// `# heading`, `> quote`, `- item`, `+ item`, `1. item`, `1) item`, `~~~` fences, and lines
 /// of only `=`, `-`, `_` or `*` (rules and setext underlines).
-fn escape_line_start(line: &str) -> String {
+fn escape_line_start(line: &str) -> Cow<'_, str> {
     let ends_marker = |rest: &str| rest.is_empty() || rest.starts_with([' ', '\t']);
     let hashes = line.len() - line.trim_start_matches('#').len();
     let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
     // A line of one of `=`, `-`, `_`, `*` (and spaces): a setext underline or a rule.
-    let marks: Vec<char> = line.chars().filter(|c| !matches!(c, ' ' | '\t')).collect();
+    let mut marks = line.chars().filter(|c| !matches!(c, ' ' | '\t'));
     let only_rule_chars = marks
-        .first()
-        .is_some_and(|&m| matches!(m, '=' | '-' | '_' | '*') && marks.iter().all(|&c| c == m));
+        .next()
+        .is_some_and(|m| matches!(m, '=' | '-' | '_' | '*') && marks.all(|c| c == m));
     let escape_at = if (1..=6).contains(&hashes) && ends_marker(&line[hashes..])
         || line.starts_with(['>', '~'])
         || (line.starts_with(['-', '+']) && ends_marker(&line[1..]))
@@ -155,8 +156,8 @@ fn escape_line_start(line: &str) -> String {
         None
     };
     match escape_at {
-        Some(at) => format!("{}\\{}", &line[..at], &line[at..]),
-        None => line.to_string(),
+        Some(at) => Cow::Owned(format!("{}\\{}", &line[..at], &line[at..])),
+        None => Cow::Borrowed(line),
     }
 }
 
@@ -271,7 +272,7 @@ impl Renderer<'_> {
     /// apart by hard breaks. In Markdown, a line that would start a block (a heading, a list
     /// item, a quote, a rule) is escaped.
     fn flush(&self, buf: &mut String, out: &mut Vec<String>) {
-        let lines: Vec<String> = buf
+        let lines: Vec<Cow<str>> = buf
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty())
@@ -279,7 +280,7 @@ impl Renderer<'_> {
                 if self.md {
                     escape_line_start(l)
                 } else {
-                    l.to_string()
+                    Cow::Borrowed(l)
                 }
             })
             .collect();
