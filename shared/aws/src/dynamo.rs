@@ -22,8 +22,8 @@
 //!
 //! The modules: `items` (keys and item mapping), `jobs` (jobs and slots), `claims` (a job's
 //! nodes), `completions` (nodes done), `frontier` (the frontier and the sweep's reads), `logs`
-//! (logs and results), `known` (the per-process cache of recorded URLs), `group` (writes of a
-//! job gathered into one request).
+//! (logs and results), `group` (writes of a job gathered into one request); the per-process
+//! cache of recorded URLs is the core's `known`.
 
 mod claims;
 mod completions;
@@ -31,7 +31,6 @@ mod frontier;
 mod group;
 mod items;
 mod jobs;
-mod known;
 mod logs;
 
 pub(crate) use items::{conditional, get_item, get_n, get_s, job_pk, key, n, read_item, s, Item};
@@ -43,6 +42,7 @@ use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Utc};
 use items::build;
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, UserId};
+use sarvcrawl_core::known::KnownUrls;
 use sarvcrawl_core::ports::{
     ActiveJob, Claim, Clock, Completion, CreateOutcome, JobQuery, JobStore, LogEntry, NewLog,
     NewNode, NodeRow, PageOutcome, ResultPage, StoreError, StoreResult,
@@ -67,7 +67,7 @@ pub struct DynamoStore {
     /// The only source of "now" (leases, activity, log times).
     pub(crate) clock: Arc<dyn Clock>,
     /// The URLs each job has recorded, as this process has seen them.
-    known: known::KnownUrls,
+    known: KnownUrls,
     /// Numbers of the log items this process writes.
     log_numbers: logs::Numbers,
     /// Completions under way, by job.
@@ -95,7 +95,7 @@ impl DynamoStore {
             client,
             table: table.to_string(),
             clock,
-            known: known::KnownUrls::default(),
+            known: KnownUrls::default(),
             log_numbers: logs::Numbers::default(),
             completions: group::Group::default(),
             claims: group::Group::default(),

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod domain;
 pub mod engine;
 pub mod http;
+pub mod known;
 pub mod ports;
 pub mod stages;
 

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
+use sarvcrawl_core::known::{url_digest, KnownUrls};
 use sarvcrawl_core::ports::{
     parse_stored_time, stored_time, ActiveJob, Claim, Clock, Completion, CreateOutcome, JobQuery,
     JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry,
@@ -18,11 +19,22 @@ pub struct SqliteStore {
     pub(crate) db: Arc<Db>,
     /// The only source of "now" (leases, log times).
     clock: Arc<dyn Clock>,
+    /// The URLs each job recorded, as far as this process has seen.
+    known: KnownUrls,
+}
+
+/// A job's key in [`KnownUrls`].
+fn known_key(user: &UserId, job: &JobId) -> String {
+    format!("{}/{}", user.0, job.0)
 }
 
 impl SqliteStore {
     pub(crate) fn new(db: Arc<Db>, clock: Arc<dyn Clock>) -> Self {
-        SqliteStore { db, clock }
+        SqliteStore {
+            db,
+            clock,
+            known: KnownUrls::default(),
+        }
     }
 
     pub(crate) fn now_ms(&self) -> i64 {
@@ -58,10 +70,12 @@ impl SqliteStore {
         at: DateTime<Utc>,
         idle_since: Option<DateTime<Utc>>,
     ) -> StoreResult<bool> {
+        let key = known_key(user, job);
         let (user, job) = (user.0.clone(), job.0.clone());
         let error = error.map(|e| serde_json::to_string(&e).unwrap_or_default());
         let idle_since = idle_since.map(|t| t.timestamp_millis());
-        self.db
+        let finished = self
+            .db
             .write(move |tx| {
                 let n = tx.execute(
                     "UPDATE jobs SET status = ?3, error = ?4, finished_at = ?5
@@ -84,7 +98,11 @@ impl SqliteStore {
                 }
                 Ok(n == 1)
             })
-            .await
+            .await?;
+        if finished {
+            self.known.forget(&key);
+        }
+        Ok(finished)
     }
 }
 
@@ -331,12 +349,24 @@ impl JobStore for SqliteStore {
         nodes: &[NewNode],
         limit: u64,
     ) -> StoreResult<Vec<NewNode>> {
+        // Links this process saw recorded before need no lookup; a page whose links all were
+        // (most pages of a site) needs no transaction.
+        let key = known_key(user, job);
+        let (nodes, looked_up): (Vec<NewNode>, Vec<[u8; 16]>) = nodes
+            .iter()
+            .map(|n| (n, url_digest(&n.url)))
+            .filter(|(_, d)| !self.known.contains(&key, d))
+            .map(|(n, d)| (n.clone(), d))
+            .unzip();
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
         let (user, job, parent) = (user.0.clone(), job.0.clone(), parent.to_string());
-        let nodes = nodes.to_vec();
-        self.db
+        let (owned, claimed) = self
+            .db
             .write(move |tx| {
                 if !owns(tx, &user, &job)? {
-                    return Ok(Vec::new());
+                    return Ok((false, Vec::new()));
                 }
                 let (mut discovered, mut pending, mut count): (u64, u64, u64) = tx.query_row(
                     "SELECT discovered, pending, nodes FROM jobs WHERE job_id = ?1",
@@ -380,9 +410,15 @@ impl JobStore for SqliteStore {
                     "UPDATE jobs SET discovered = ?2, pending = ?3, nodes = ?4 WHERE job_id = ?1",
                     params![job, discovered, pending, count],
                 )?;
-                Ok(claimed)
+                Ok((true, claimed))
             })
-            .await
+            .await?;
+        // Every URL looked up is recorded now (or the job holds as many nodes as it may, and
+        // records no more).
+        if owned {
+            self.known.insert(&key, looked_up);
+        }
+        Ok(claimed)
     }
 
     async fn advance(

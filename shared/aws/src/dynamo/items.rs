@@ -12,7 +12,6 @@ use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress,
 use sarvcrawl_core::ports::{
     parse_stored_time, stored_time, NodeRow, NodeStatus, SkipReason, StoreError, StoreResult,
 };
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -133,12 +132,7 @@ pub(crate) fn active_key(user: &str) -> Item {
 }
 
 /// The digest naming a URL inside its job's partition.
-pub(crate) fn url_digest(url: &str) -> [u8; 16] {
-    let d = Sha256::digest(url.as_bytes());
-    let mut out = [0; 16];
-    out.copy_from_slice(&d[..16]);
-    out
-}
+pub(crate) use sarvcrawl_core::known::url_digest;
 
 pub(crate) fn node_sk(url: &str) -> String {
     let hex: String = url_digest(url).iter().map(|b| format!("{b:02x}")).collect();

@@ -1,17 +1,26 @@
-//! The URLs each job has recorded, as far as this process has seen them. A recorded URL stays
-//! recorded, so the cache is never wrong, only incomplete: it spares a page's claim the reads
-//! of the links the process has met before (a crawled site links the same pages from nearly
-//! every page).
+//! The URLs each job has recorded, as far as this process has seen them (a helper both store
+//! adapters use). A recorded URL stays recorded, so the cache is never wrong, only incomplete:
+//! it spares a page's claim the reads of the links the process has met before (a crawled site
+//! links the same pages from nearly every page).
 
+use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+
+/// A URL's digest: the first 16 bytes of its SHA-256.
+pub fn url_digest(url: &str) -> [u8; 16] {
+    let d = Sha256::digest(url.as_bytes());
+    let mut out = [0; 16];
+    out.copy_from_slice(&d[..16]);
+    out
+}
 
 /// Most URLs kept for all jobs together (16 bytes each): past it, the cache starts afresh.
 const MAX_KNOWN: usize = 500_000;
 
-/// The per-process cache of recorded URLs, by job partition.
+/// The per-process cache of recorded URLs, by job (a key of the adapter's choosing).
 #[derive(Default)]
-pub(crate) struct KnownUrls {
+pub struct KnownUrls {
     inner: Mutex<Known>,
 }
 
@@ -26,13 +35,13 @@ impl KnownUrls {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether the job in partition `pk` is known to have recorded the URL of `digest`.
-    pub(crate) fn contains(&self, pk: &str, digest: &[u8; 16]) -> bool {
+    /// Whether the job `pk` is known to have recorded the URL of `digest`.
+    pub fn contains(&self, pk: &str, digest: &[u8; 16]) -> bool {
         self.lock().jobs.get(pk).is_some_and(|s| s.contains(digest))
     }
 
-    /// Notes that the job in partition `pk` has recorded the URLs of `digests`.
-    pub(crate) fn insert(&self, pk: &str, digests: impl IntoIterator<Item = [u8; 16]>) {
+    /// Notes that the job `pk` has recorded the URLs of `digests`.
+    pub fn insert(&self, pk: &str, digests: impl IntoIterator<Item = [u8; 16]>) {
         let mut known = self.lock();
         if known.total >= MAX_KNOWN {
             known.jobs.clear();
@@ -46,7 +55,7 @@ impl KnownUrls {
     }
 
     /// Forgets a job that ended.
-    pub(crate) fn forget(&self, pk: &str) {
+    pub fn forget(&self, pk: &str) {
         let mut known = self.lock();
         if let Some(set) = known.jobs.remove(pk) {
             known.total -= set.len();
