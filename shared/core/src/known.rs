@@ -3,6 +3,7 @@
 //! it spares a page's claim the reads of the links the process has met before (a crawled site
 //! links the same pages from nearly every page).
 
+use crate::ports::NewNode;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -36,8 +37,21 @@ impl KnownUrls {
     }
 
     /// Whether the job `pk` is known to have recorded the URL of `digest`.
-    pub fn contains(&self, pk: &str, digest: &[u8; 16]) -> bool {
+    #[cfg(test)]
+    fn contains(&self, pk: &str, digest: &[u8; 16]) -> bool {
         self.lock().jobs.get(pk).is_some_and(|s| s.contains(digest))
+    }
+
+    /// The nodes of `nodes` whose URL the job `pk` is not known to have recorded, each with
+    /// its URL's digest (one look at the cache for them all).
+    pub fn unknown<'a>(&self, pk: &str, nodes: &'a [NewNode]) -> Vec<(&'a NewNode, [u8; 16])> {
+        let known = self.lock();
+        let set = known.jobs.get(pk);
+        nodes
+            .iter()
+            .map(|n| (n, url_digest(&n.url)))
+            .filter(|(_, d)| !set.is_some_and(|s| s.contains(d)))
+            .collect()
     }
 
     /// Notes that the job `pk` has recorded the URLs of `digests`.
@@ -74,8 +88,25 @@ mod tests {
         assert!(k.contains("a", &[1; 16]));
         assert!(!k.contains("b", &[1; 16]));
         assert!(!k.contains("a", &[3; 16]));
+        let nodes: Vec<NewNode> = ["https://e.com/x", "https://e.com/y"]
+            .into_iter()
+            .map(|u| NewNode {
+                url: u.into(),
+                depth: 1,
+                skip: None,
+            })
+            .collect();
+        k.insert("a", [url_digest("https://e.com/x")]);
+        let unknown: Vec<&str> = k
+            .unknown("a", &nodes)
+            .iter()
+            .map(|(n, _)| n.url.as_str())
+            .collect();
+        assert_eq!(unknown, ["https://e.com/y"]);
+        assert_eq!(k.unknown("b", &nodes).len(), 2);
         k.forget("a");
         assert!(!k.contains("a", &[1; 16]));
+        assert_eq!(k.unknown("a", &nodes).len(), 2);
         for i in 0..(MAX_KNOWN / 1000 + 1) {
             let digests = (0..1000u32).map(|j| {
                 let mut d = [0u8; 16];

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
-use sarvcrawl_core::known::{url_digest, KnownUrls};
+use sarvcrawl_core::known::KnownUrls;
 use sarvcrawl_core::ports::{
     parse_stored_time, stored_time, ActiveJob, Claim, Clock, Completion, CreateOutcome, JobQuery,
     JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry,
@@ -352,10 +352,10 @@ impl JobStore for SqliteStore {
         // Links this process saw recorded before need no lookup; a page whose links all were
         // (most pages of a site) needs no transaction.
         let key = known_key(user, job);
-        let (nodes, looked_up): (Vec<NewNode>, Vec<[u8; 16]>) = nodes
-            .iter()
-            .map(|n| (n, url_digest(&n.url)))
-            .filter(|(_, d)| !self.known.contains(&key, d))
+        let (nodes, looked_up): (Vec<NewNode>, Vec<[u8; 16]>) = self
+            .known
+            .unknown(&key, nodes)
+            .into_iter()
             .map(|(n, d)| (n.clone(), d))
             .unzip();
         if nodes.is_empty() {

@@ -50,10 +50,12 @@ impl DynamoStore {
     ) -> StoreResult<Vec<NewNode>> {
         let pk = job_pk(user, job);
         let mut seen = HashSet::new();
-        let mut fresh: Vec<&NewNode> = nodes
-            .iter()
+        let mut fresh: Vec<&NewNode> = self
+            .known
+            .unknown(&pk, nodes)
+            .into_iter()
+            .map(|(n, _)| n)
             .filter(|n| seen.insert(n.url.as_str()))
-            .filter(|n| !self.known.contains(&pk, &url_digest(&n.url)))
             .collect();
         if fresh.is_empty() {
             return Ok(Vec::new());
