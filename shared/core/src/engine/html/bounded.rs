@@ -1,12 +1,10 @@
-//! Parsing HTML within bounds. The tree is built chunk by chunk; between chunks its depth, its
-//! node count and the budget's deadline are checked, so a page of 100,000 nested tags (whose
-//! parse would take the tree builder quadratic time) or millions of tiny elements (whose tree
-//! would take gigabytes) is given up after a few milliseconds of work. A tree that passes is
-//! at most [`MAX_DEPTH`] deep, which every walk over it may rely on.
+//! The tree sink that keeps count while a tree is built: scraper's sink, counting each node and
+//! the depth at which it is attached.
 
-use super::budget::{Budget, Exceeded};
+use super::{too_deep, too_many, MAX_DEPTH, MAX_NODES};
+use crate::engine::budget::Exceeded;
 use ego_tree::NodeId;
-use html5ever::tendril::{StrTendril, TendrilSink};
+use html5ever::tendril::StrTendril;
 use html5ever::tree_builder::{ElementFlags, NodeOrText, QuirksMode, TreeSink};
 use html5ever::{Attribute, QualName};
 use scraper::{Html, HtmlTreeSink};
@@ -14,75 +12,6 @@ use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-
-/// Deepest element nesting processed (browsers stop nesting at about this depth too).
-pub const MAX_DEPTH: usize = 512;
-/// Most nodes (elements, text runs, comments) in one page's tree: about 65 MB of tree.
-pub const MAX_NODES: usize = 500_000;
-/// Bytes handed to the tree builder between two checks.
-const CHUNK: usize = 16 * 1024;
-
-fn too_deep() -> Exceeded {
-    Exceeded::TooComplex(format!(
-        "the HTML nests elements deeper than {MAX_DEPTH} levels"
-    ))
-}
-
-fn too_many() -> Exceeded {
-    Exceeded::TooComplex(format!("the HTML has more than {MAX_NODES} nodes"))
-}
-
-/// Parses a whole document within the bounds and the budget.
-pub fn parse(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
-    let sink = Bounded {
-        inner: HtmlTreeSink::new(Html::new_document()),
-        depth: RefCell::new(HashMap::default()),
-        nodes: Cell::new(0),
-        deepest: Cell::new(0),
-        moved: Cell::new(false),
-    };
-    let mut parser = html5ever::parse_document(sink, Default::default());
-    let mut rest = source;
-    while !rest.is_empty() {
-        let mut end = rest.len().min(CHUNK);
-        while !rest.is_char_boundary(end) {
-            end += 1;
-        }
-        parser.process(StrTendril::from_slice(&rest[..end]));
-        rest = &rest[end..];
-        let sink = &parser.tokenizer.sink.sink;
-        if sink.deepest.get() > MAX_DEPTH {
-            return Err(too_deep());
-        }
-        if sink.nodes.get() > MAX_NODES {
-            return Err(too_many());
-        }
-        budget.check()?;
-    }
-    let moved = parser.tokenizer.sink.sink.moved.get();
-    let html = parser.finish();
-    // The depths above were counted as nodes arrived; misnested markup can move subtrees
-    // afterwards, so a tree where that happened is measured once more (iteratively).
-    if moved && depth_of(&html) > MAX_DEPTH {
-        return Err(too_deep());
-    }
-    Ok(html)
-}
-
-/// The depth of the deepest node of a tree, found without recursion.
-fn depth_of(html: &Html) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    for edge in html.tree.root().traverse() {
-        match edge {
-            ego_tree::iter::Edge::Open(_) => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            ego_tree::iter::Edge::Close(_) => depth = depth.saturating_sub(1),
-        }
-    }
-    deepest.saturating_sub(1)
-}
 
 /// Hashes a node id, one integer the tree hands out, with one multiplication (a map from ids
 /// is written for every node of every page: a keyed hash costs more than the rest of it).
@@ -110,7 +39,7 @@ impl Hasher for IdHasher {
 }
 
 /// scraper's tree sink, counting each node and the depth at which it is attached.
-struct Bounded {
+pub(super) struct Bounded {
     inner: HtmlTreeSink,
     depth: RefCell<HashMap<NodeId, usize, BuildHasherDefault<IdHasher>>>,
     nodes: Cell<usize>,
@@ -120,6 +49,33 @@ struct Bounded {
 }
 
 impl Bounded {
+    pub(super) fn new() -> Self {
+        Bounded {
+            inner: HtmlTreeSink::new(Html::new_document()),
+            depth: RefCell::new(HashMap::default()),
+            nodes: Cell::new(0),
+            deepest: Cell::new(0),
+            moved: Cell::new(false),
+        }
+    }
+
+    /// Whether the tree so far is within [`MAX_DEPTH`] and [`MAX_NODES`].
+    pub(super) fn within_bounds(&self) -> Result<(), Exceeded> {
+        if self.deepest.get() > MAX_DEPTH {
+            return Err(too_deep());
+        }
+        if self.nodes.get() > MAX_NODES {
+            return Err(too_many());
+        }
+        Ok(())
+    }
+
+    /// Whether a node already placed was moved since (the depths counted as nodes arrived may
+    /// then be wrong).
+    pub(super) fn moved(&self) -> bool {
+        self.moved.get()
+    }
+
     fn depth(&self, node: &NodeId) -> usize {
         self.depth.borrow().get(node).copied().unwrap_or(0)
     }
@@ -272,67 +228,5 @@ impl TreeSink for Bounded {
     ) -> bool {
         self.inner
             .attach_declarative_shadow(location, template, attrs)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, Instant};
-
-    fn nested(open: &str, n: usize) -> String {
-        format!("<html><body>{}x", open.repeat(n))
-    }
-
-    #[test]
-    fn ordinary_pages_parse_as_before() {
-        let src = "<html><head><title>T</title></head><body><p>a<b>b</b></p><table><tr><td>c\
-                   </table></body></html>";
-        let bounded = parse(src, &Budget::unlimited()).unwrap();
-        assert_eq!(bounded.html(), Html::parse_document(src).html());
-        let deep = nested("<div>", MAX_DEPTH - 10);
-        assert!(parse(&deep, &Budget::unlimited()).is_ok());
-    }
-
-    #[test]
-    fn deep_nesting_is_refused_quickly() {
-        for open in [
-            "<div>",
-            "<span>",
-            "<b>",
-            "<blockquote>",
-            "<ul><li>",
-            "<table><tr><td>",
-        ] {
-            for n in [20_000, 100_000] {
-                let t = Instant::now();
-                let r = parse(&nested(open, n), &Budget::unlimited());
-                assert!(
-                    matches!(r, Err(Exceeded::TooComplex(_))),
-                    "{open} x {n} was not refused"
-                );
-                assert!(
-                    t.elapsed() < Duration::from_secs(2),
-                    "{open} x {n}: {:?}",
-                    t.elapsed()
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn too_many_nodes_are_refused() {
-        let src = format!("<html><body>{}", "<i></i>".repeat(MAX_NODES + 10));
-        assert!(matches!(
-            parse(&src, &Budget::unlimited()),
-            Err(Exceeded::TooComplex(_))
-        ));
-    }
-
-    #[test]
-    fn the_deadline_stops_a_parse() {
-        let budget = Budget::new(Duration::ZERO);
-        let src = format!("<html><body>{}", "<p>text ".repeat(10_000));
-        assert!(matches!(parse(&src, &budget), Err(Exceeded::Time(_))));
     }
 }
