@@ -152,8 +152,28 @@ pub(crate) struct Db {
     reader: Mutex<Connection>,
 }
 
+/// Runs a statement through the connection's cache of prepared statements (compiling the same
+/// SQL again for every page costs more than running it).
+pub(crate) fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(p)
+}
+
+/// The one row a query answers, through the cache of prepared statements.
+pub(crate) fn one_row<T>(
+    c: &Connection,
+    sql: &str,
+    p: impl rusqlite::Params,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(sql)?.query_row(p, f)
+}
+
+/// Distinct statements each connection keeps prepared (more than the store runs).
+const PREPARED: usize = 128;
+
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
+    conn.set_prepared_statement_cache_capacity(PREPARED);
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "busy_timeout", 5000)?;

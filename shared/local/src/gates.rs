@@ -1,6 +1,7 @@
 //! Gates and paces on SQLite: each a single transaction, so SQLite's one writer settles every
 //! race between the worker loops.
 
+use crate::db::{exec, one_row};
 use crate::store::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -33,7 +34,7 @@ impl Gates for SqliteStore {
                 let Some(place) = (0..capacity).find(|p| !held.contains(p)) else {
                     return Ok(None);
                 };
-                tx.execute(
+                exec(tx,
                     "INSERT OR REPLACE INTO gates (gate, place, holder, lease_until) VALUES (?1, ?2, ?3, ?4)",
                     params![gate, place, holder, until.timestamp_millis()],
                 )?;
@@ -46,7 +47,8 @@ impl Gates for SqliteStore {
         let (gate, holder) = (gate.to_string(), holder.to_string());
         self.db
             .write(move |tx| {
-                tx.execute(
+                exec(
+                    tx,
                     "DELETE FROM gates WHERE gate = ?1 AND place = ?2 AND holder = ?3",
                     params![gate, place, holder],
                 )?;
@@ -65,14 +67,17 @@ impl Gates for SqliteStore {
         let (now, spacing) = (now.timestamp_millis(), spacing.as_millis() as i64);
         self.db
             .write(move |tx| {
-                tx.execute("DELETE FROM paces WHERE expires_at < ?1", [now])?;
-                let next: Option<i64> = tx
-                    .query_row("SELECT next_at FROM paces WHERE pace = ?1", [&pace], |r| {
-                        r.get(0)
-                    })
-                    .optional()?;
+                exec(tx, "DELETE FROM paces WHERE expires_at < ?1", [now])?;
+                let next: Option<i64> = one_row(
+                    tx,
+                    "SELECT next_at FROM paces WHERE pace = ?1",
+                    [&pace],
+                    |r| r.get(0),
+                )
+                .optional()?;
                 let start = next.map_or(now, |n| n.max(now));
-                tx.execute(
+                exec(
+                    tx,
                     "INSERT OR REPLACE INTO paces (pace, next_at, expires_at) VALUES (?1, ?2, ?3)",
                     params![pace, start + spacing, start + spacing + PACE_KEPT_MS],
                 )?;

@@ -1,6 +1,7 @@
 //! `Idempotency-Key` records on SQLite. Writes are serialised, so a read and a write in one
 //! transaction reserve a key atomically.
 
+use crate::db::{exec, one_row};
 use crate::store::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -22,8 +23,7 @@ impl IdempotencyStore for SqliteStore {
         let (now, until) = (now.timestamp_millis(), until.timestamp_millis());
         self.db
             .write(move |tx| {
-                let live: Option<(String, Option<String>)> = tx
-                    .query_row(
+                let live: Option<(String, Option<String>)> = one_row(tx,
                         "SELECT hash, response FROM idempotency
                          WHERE user_id = ?1 AND key = ?2 AND expires_at >= ?3",
                         params![user, key, now],
@@ -34,7 +34,7 @@ impl IdempotencyStore for SqliteStore {
                     Some((hash, Some(response))) => Reservation::Done { hash, response },
                     Some((hash, None)) => Reservation::Pending { hash },
                     None => {
-                        tx.execute(
+                        exec(tx,
                             "INSERT OR REPLACE INTO idempotency (user_id, key, hash, response, expires_at)
                              VALUES (?1, ?2, ?3, NULL, ?4)",
                             params![user, key, hash, until],
@@ -57,7 +57,7 @@ impl IdempotencyStore for SqliteStore {
         let until = until.timestamp_millis();
         self.db
             .write(move |tx| {
-                tx.execute(
+                exec(tx,
                     "UPDATE idempotency SET response = ?1, expires_at = ?2 WHERE user_id = ?3 AND key = ?4",
                     params![response, until, user, key],
                 )?;
@@ -70,7 +70,8 @@ impl IdempotencyStore for SqliteStore {
         let (user, key) = (user.0.clone(), key.to_string());
         self.db
             .write(move |tx| {
-                tx.execute(
+                exec(
+                    tx,
                     "DELETE FROM idempotency WHERE user_id = ?1 AND key = ?2 AND response IS NULL",
                     params![user, key],
                 )?;

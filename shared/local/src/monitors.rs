@@ -1,5 +1,6 @@
 //! Monitors on SQLite: one row each, the monitor as JSON, with the columns that queries need.
 
+use crate::db::exec;
 use crate::store::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -39,7 +40,7 @@ impl MonitorStore for SqliteStore {
         );
         self.db
             .write(move |tx| {
-                tx.execute(
+                exec(tx,
                     "INSERT INTO monitors (monitor_id, user_id, version, due_at, body) VALUES (?1, ?2, 0, ?3, ?4)",
                     params![id, user, due, body],
                 )?;
@@ -84,7 +85,8 @@ impl MonitorStore for SqliteStore {
         );
         self.db
             .write(move |tx| {
-                let n = tx.execute(
+                let n = exec(
+                    tx,
                     "UPDATE monitors SET version = version + 1, due_at = ?1, body = ?2
                      WHERE monitor_id = ?3 AND user_id = ?4 AND version = ?5",
                     params![due, body, id, user, version],
@@ -98,7 +100,8 @@ impl MonitorStore for SqliteStore {
         let (user, id) = (user.0.clone(), id.0.clone());
         self.db
             .write(move |tx| {
-                let n = tx.execute(
+                let n = exec(
+                    tx,
                     "DELETE FROM monitors WHERE monitor_id = ?1 AND user_id = ?2",
                     params![id, user],
                 )?;

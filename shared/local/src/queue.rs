@@ -1,7 +1,7 @@
 //! The work queue on SQLite, with SQS's semantics: at-least-once delivery, a visibility
 //! timeout, a receive count, acknowledgement by receipt.
 
-use crate::db::Db;
+use crate::db::{exec, one_row, Db};
 use async_trait::async_trait;
 use rusqlite::params;
 use sarvcrawl_core::ports::{Clock, Delivery, StoreResult, Task, WorkQueue};
@@ -37,15 +37,18 @@ impl SqliteQueue {
     /// directory, which its lock guarantees.
     pub(crate) fn release_all(&self) -> rusqlite::Result<usize> {
         self.db.write_now(|c| {
-            c.execute(
+            exec(
+                c,
                 "UPDATE nodes SET status = 'queued', lease_until = NULL WHERE status = 'running'",
                 [],
             )?;
-            c.execute(
+            exec(
+                c,
                 "UPDATE queue SET interrupted = interrupted + 1 WHERE receipt IS NOT NULL",
                 [],
             )?;
-            c.execute(
+            exec(
+                c,
                 "UPDATE queue SET visible_at = 0, receipt = NULL WHERE receipt IS NOT NULL",
                 [],
             )
@@ -55,7 +58,7 @@ impl SqliteQueue {
     /// Tasks waiting or in flight.
     pub async fn depth(&self) -> StoreResult<u64> {
         self.db
-            .read(|c| c.query_row("SELECT COUNT(*) FROM queue", [], |r| r.get(0)))
+            .read(|c| one_row(c, "SELECT COUNT(*) FROM queue", [], |r| r.get(0)))
             .await
     }
 
@@ -94,7 +97,7 @@ impl SqliteQueue {
                     }
                 }
                 for id in &broken {
-                    tx.execute("DELETE FROM queue WHERE id = ?1", [id])?;
+                    exec(tx, "DELETE FROM queue WHERE id = ?1", [id])?;
                 }
                 Ok((out, broken.len()))
             })
@@ -156,7 +159,7 @@ impl WorkQueue for SqliteQueue {
         let receipt = receipt.to_string();
         self.db
             .write(move |tx| {
-                tx.execute("DELETE FROM queue WHERE receipt = ?1", [receipt])?;
+                exec(tx, "DELETE FROM queue WHERE receipt = ?1", [receipt])?;
                 Ok(())
             })
             .await
@@ -170,7 +173,8 @@ impl WorkQueue for SqliteQueue {
         // The task is no longer being worked on: it waits for its next delivery.
         self.db
             .write(move |tx| {
-                tx.execute(
+                exec(
+                    tx,
                     "UPDATE queue SET visible_at = ?1, receipt = NULL WHERE receipt = ?2",
                     params![at, receipt],
                 )?;

@@ -1,7 +1,7 @@
 //! The job store on SQLite. Every method is one transaction, so each race the core cares about
 //! (slot, claim, count, final status) is settled by SQLite's single writer.
 
-use crate::db::Db;
+use crate::db::{exec, one_row, Db};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
@@ -77,7 +77,8 @@ impl SqliteStore {
         let finished = self
             .db
             .write(move |tx| {
-                let n = tx.execute(
+                let n = exec(
+                    tx,
                     "UPDATE jobs SET status = ?3, error = ?4, finished_at = ?5
                      WHERE job_id = ?1 AND user_id = ?2 AND status IN ('queued', 'running')
                        AND (?6 IS NULL OR activity = ?6)",
@@ -91,7 +92,8 @@ impl SqliteStore {
                     ],
                 )?;
                 if n == 1 {
-                    tx.execute(
+                    exec(
+                        tx,
                         "DELETE FROM slots WHERE user_id = ?1 AND job_id = ?2",
                         params![user, job],
                     )?;
@@ -168,7 +170,8 @@ fn node_from_row(r: &Row) -> rusqlite::Result<NodeRow> {
 /// What a completion leaves: the job's pending nodes, and how many of them wait in its
 /// frontier.
 fn completion(tx: &Transaction, job: &str, applied: bool) -> rusqlite::Result<Completion> {
-    let (pending, in_flight): (u64, u64) = tx.query_row(
+    let (pending, in_flight): (u64, u64) = one_row(
+        tx,
         "SELECT pending, in_flight FROM jobs WHERE job_id = ?1",
         [job],
         |r| Ok((r.get(0)?, r.get(1)?)),
@@ -213,8 +216,7 @@ impl JobStore for SqliteStore {
                 }
                 if let Claim::Slot(slot) = &claim {
                     let kind = slot.kind.as_str();
-                    let holder: Option<(String, i64)> = tx
-                        .query_row(
+                    let holder: Option<(String, i64)> = one_row(tx,
                             "SELECT s.job_id, s.lease_until FROM slots s JOIN jobs j ON j.job_id = s.job_id
                              WHERE s.user_id = ?1 AND s.kind = ?2 AND j.status IN ('queued', 'running')",
                             params![user, kind],
@@ -228,12 +230,12 @@ impl JobStore for SqliteStore {
                             });
                         }
                     }
-                    tx.execute(
+                    exec(tx,
                         "INSERT OR REPLACE INTO slots (user_id, kind, job_id, lease_until) VALUES (?1, ?2, ?3, ?4)",
                         params![user, kind, job.job_id.as_str(), slot.lease_until.timestamp_millis()],
                     )?;
                 }
-                tx.execute(
+                exec(tx,
                     "INSERT INTO jobs (job_id, user_id, kind, status, created_at, request, discovered,
                        pending, nodes, in_flight, activity)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, 1, 1, 1, ?7)",
@@ -247,7 +249,7 @@ impl JobStore for SqliteStore {
                         now
                     ],
                 )?;
-                tx.execute(
+                exec(tx,
                     "INSERT INTO nodes (job_id, url, seq, parent, depth, status, released)
                      VALUES (?1, ?2, 1, NULL, 0, 'queued', 1)",
                     params![job.job_id.as_str(), root],
@@ -301,7 +303,8 @@ impl JobStore for SqliteStore {
         let (user, job) = (user.0.clone(), job.0.clone());
         self.db
             .write(move |tx| {
-                let n = tx.execute(
+                let n = exec(
+                    tx,
                     "UPDATE jobs SET status = 'running', started_at = ?3, activity = ?4
                      WHERE job_id = ?1 AND user_id = ?2 AND status = 'queued'",
                     params![job, user, stored_time(at), at.timestamp_millis()],
@@ -332,7 +335,7 @@ impl JobStore for SqliteStore {
         let (user, job) = (user.0.clone(), job.0.clone());
         self.db
             .write(move |tx| {
-                tx.execute(
+                exec(tx,
                     "UPDATE slots SET lease_until = ?4 WHERE user_id = ?1 AND kind = ?2 AND job_id = ?3",
                     params![user, kind.as_str(), job, lease_until.timestamp_millis()],
                 )?;
@@ -368,7 +371,7 @@ impl JobStore for SqliteStore {
                 if !owns(tx, &user, &job)? {
                     return Ok((false, Vec::new()));
                 }
-                let (mut discovered, mut pending, mut count): (u64, u64, u64) = tx.query_row(
+                let (mut discovered, mut pending, mut count): (u64, u64, u64) = one_row(tx,
                     "SELECT discovered, pending, nodes FROM jobs WHERE job_id = ?1",
                     [&job],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -406,7 +409,7 @@ impl JobStore for SqliteStore {
                         ])?;
                     }
                 }
-                tx.execute(
+                exec(tx,
                     "UPDATE jobs SET discovered = ?2, pending = ?3, nodes = ?4 WHERE job_id = ?1",
                     params![job, discovered, pending, count],
                 )?;
@@ -430,14 +433,14 @@ impl JobStore for SqliteStore {
         let (user, job) = (user.0.clone(), job.0.clone());
         self.db
             .write(move |tx| {
-                let in_flight: Option<u64> = tx
-                    .query_row(
-                        "SELECT in_flight FROM jobs WHERE job_id = ?1 AND user_id = ?2
+                let in_flight: Option<u64> = one_row(
+                    tx,
+                    "SELECT in_flight FROM jobs WHERE job_id = ?1 AND user_id = ?2
                          AND status IN ('queued', 'running')",
-                        params![job, user],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
+                    params![job, user],
+                    |r| r.get(0),
+                )
+                .optional()?;
                 let Some(in_flight) = in_flight else {
                     return Ok(Vec::new());
                 };
@@ -461,7 +464,8 @@ impl JobStore for SqliteStore {
                 for n in &next {
                     let_go.execute(params![job, n.url])?;
                 }
-                tx.execute(
+                exec(
+                    tx,
                     "UPDATE jobs SET in_flight = in_flight + ?2 WHERE job_id = ?1",
                     params![job, next.len()],
                 )?;
@@ -540,7 +544,8 @@ impl JobStore for SqliteStore {
         let (user, job) = (user.0.clone(), job.0.clone());
         self.db
             .write(move |tx| {
-                let n = tx.execute(
+                let n = exec(
+                    tx,
                     "UPDATE jobs SET activity = ?4, repairs = repairs + 1
                      WHERE job_id = ?1 AND user_id = ?2 AND status IN ('queued', 'running')
                        AND activity = ?3",
@@ -576,7 +581,8 @@ impl JobStore for SqliteStore {
                 if !owns(tx, &user, &job)? {
                     return Ok(false);
                 }
-                let n = tx.execute(
+                let n = exec(
+                    tx,
                     "UPDATE nodes SET status = 'running', lease_until = ?3, holder = ?5
                      WHERE job_id = ?1 AND url = ?2 AND (status = 'queued'
                        OR (status = 'running' AND (lease_until < ?4 OR holder = ?5)))",
@@ -592,7 +598,8 @@ impl JobStore for SqliteStore {
         self.db
             .write(move |tx| {
                 if owns(tx, &user, &job)? {
-                    tx.execute(
+                    exec(
+                        tx,
                         "UPDATE nodes SET status = 'queued', lease_until = NULL
                          WHERE job_id = ?1 AND url = ?2 AND status = 'running'",
                         params![job, url],
@@ -622,8 +629,7 @@ impl JobStore for SqliteStore {
                         waiting: 0,
                     });
                 }
-                let current: Option<(String, bool)> = tx
-                    .query_row(
+                let current: Option<(String, bool)> = one_row(tx,
                         "SELECT status, released FROM nodes WHERE job_id = ?1 AND url = ?2",
                         params![job, url],
                         |r| Ok((r.get(0)?, r.get(1)?)),
@@ -637,7 +643,7 @@ impl JobStore for SqliteStore {
                     return completion(tx, &job, false);
                 }
                 let released = current.is_some_and(|(_, r)| r);
-                tx.execute(
+                exec(tx,
                     "UPDATE nodes SET status = ?3, status_code = ?4 WHERE job_id = ?1 AND url = ?2",
                     params![job, url, outcome.status.as_str(), outcome.status_code],
                 )?;
@@ -646,14 +652,14 @@ impl JobStore for SqliteStore {
                     NodeStatus::Failed => (0, 1),
                     _ => (0, 0),
                 };
-                tx.execute(
+                exec(tx,
                     "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3, pending = pending - 1,
                        in_flight = MAX(in_flight - ?4, 0), activity = ?5, repairs = 0
                      WHERE job_id = ?1",
                     params![job, completed, failed, u64::from(released), now],
                 )?;
                 if let Some(key) = &outcome.document_key {
-                    tx.execute(
+                    exec(tx,
                         "INSERT INTO results (job_id, seq, doc_key)
                          VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM results WHERE job_id = ?1), ?2)",
                         params![job, key],
@@ -706,7 +712,7 @@ impl JobStore for SqliteStore {
             Some(c) => c.parse().unwrap_or(i64::MAX),
         };
         self.read_owned(user, job, move |c, job| {
-                let total: u64 = c.query_row("SELECT COUNT(*) FROM results WHERE job_id = ?1", [job], |r| r.get(0))?;
+                let total: u64 = one_row(c, "SELECT COUNT(*) FROM results WHERE job_id = ?1", [job], |r| r.get(0))?;
                 let mut stmt = c.prepare_cached(
                     "SELECT seq, doc_key FROM results WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
                 )?;
