@@ -14,6 +14,8 @@
 #   RENDER=1 bash bench/crawl.sh   # 200 rendered pages, 4 at once
 #   LOAD=300 bash bench/crawl.sh   # and 300 users submit a scrape each meanwhile, the crawl's
 #                                  # status polled all along: their latencies (bench/load.py)
+#   BACKEND=aws bash bench/crawl.sh  # the worker path: DynamoDB, SQS and S3 on the emulator
+#                                    # (its own CPU is not counted; pages/s are the emulator's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RENDER=${RENDER:-}
@@ -23,15 +25,23 @@ PAGES=${PAGES:-$([ -n "$RENDER" ] && echo 200 || echo 2000)}
 CONCURRENCY=${CONCURRENCY:-32}
 render_flag=$([ -n "$RENDER" ] && echo true || echo false)
 work=$(mktemp -d)
-trap 'kill $(cat "$work"/nginx.pid 2>/dev/null) 2>/dev/null || true; kill "$serve_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $(cat "$work"/nginx.pid 2>/dev/null) 2>/dev/null || true; kill "$serve_pid" 2>/dev/null || true; [ -z "${AWS_EMULATOR_PID:-}" ] || kill "$AWS_EMULATOR_PID"; rm -rf "$work"' EXIT
 serve_pid=
 
 source bench/site.sh
 # BIN: another build to measure (an earlier one, say); by default this tree's release build.
 BIN=${BIN:-}
+BACKEND=${BACKEND:-local}
 if [ -z "$BIN" ]; then
-  cargo build --release --locked --bin sarvcrawl >&2
+  cargo build --release --locked --bin sarvcrawl $([ "$BACKEND" = aws ] && echo --features aws) >&2
   BIN=./target/release/sarvcrawl
+fi
+backend_args=
+if [ "$BACKEND" = aws ]; then
+  # shellcheck source=scripts/aws-emulator.sh
+  source scripts/aws-emulator.sh
+  eval "$("$BIN" aws bootstrap --prefix "bench$$" --template template.yaml)"
+  backend_args="--backend aws"
 fi
 if [ "$SITE" = docs ]; then
   serve_docs "$work"
@@ -46,7 +56,7 @@ api_port=$(free_port)
 keys="crawler:bench-crawler-key-0001"
 for n in $(seq 0 $((${LOAD:-0} - 1))); do keys="$keys,load-$n:load-key-for-user-$n"; done
 SARVCRAWL_API_KEYS=$keys SARVCRAWL_STAGE_CPU=1 "$BIN" serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
-  --allow-net 127.0.0.1/32 --render-pages "$RENDER_PAGES" ${SERVE_ARGS:-} 2>"$work/serve.log" &
+  --allow-net 127.0.0.1/32 --render-pages "$RENDER_PAGES" $backend_args ${SERVE_ARGS:-} 2>"$work/serve.log" &
 serve_pid=$!
 for _ in $(seq 100); do curl -fs "127.0.0.1:$api_port/api/health" >/dev/null && break; sleep 0.1; done
 
@@ -84,5 +94,6 @@ echo "$status" | python3 bench/report.py "$cpu1" "$cpu0" "$rss_kb" "$stages"
 [ -n "${DEBUG:-}" ] && echo "$status" && cat "$work/nginx-error.log"
 size=$(du -sb "$work/site" | cut -f1)
 echo "site              $SITE, $PAGES pages, $((size / PAGES / 1024)) KB average"
+echo "backend           $BACKEND"
 echo "cores             $(nproc)"
 [ -z "$RENDER" ] || echo "rendered          $RENDER_PAGES pages at once in $(chromium --version 2>/dev/null || echo Chromium)"
