@@ -34,7 +34,8 @@ impl Gates for SqliteStore {
                 let Some(place) = (0..capacity).find(|p| !held.contains(p)) else {
                     return Ok(None);
                 };
-                exec(tx,
+                exec(
+                    tx,
                     "INSERT OR REPLACE INTO gates (gate, place, holder, lease_until) VALUES (?1, ?2, ?3, ?4)",
                     params![gate, place, holder, until.timestamp_millis()],
                 )?;

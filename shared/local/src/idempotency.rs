@@ -23,7 +23,8 @@ impl IdempotencyStore for SqliteStore {
         let (now, until) = (now.timestamp_millis(), until.timestamp_millis());
         self.db
             .write(move |tx| {
-                let live: Option<(String, Option<String>)> = one_row(tx,
+                let live: Option<(String, Option<String>)> = one_row(
+                        tx,
                         "SELECT hash, response FROM idempotency
                          WHERE user_id = ?1 AND key = ?2 AND expires_at >= ?3",
                         params![user, key, now],
@@ -34,7 +35,8 @@ impl IdempotencyStore for SqliteStore {
                     Some((hash, Some(response))) => Reservation::Done { hash, response },
                     Some((hash, None)) => Reservation::Pending { hash },
                     None => {
-                        exec(tx,
+                        exec(
+                            tx,
                             "INSERT OR REPLACE INTO idempotency (user_id, key, hash, response, expires_at)
                              VALUES (?1, ?2, ?3, NULL, ?4)",
                             params![user, key, hash, until],
@@ -57,7 +59,8 @@ impl IdempotencyStore for SqliteStore {
         let until = until.timestamp_millis();
         self.db
             .write(move |tx| {
-                exec(tx,
+                exec(
+                    tx,
                     "UPDATE idempotency SET response = ?1, expires_at = ?2 WHERE user_id = ?3 AND key = ?4",
                     params![response, until, user, key],
                 )?;

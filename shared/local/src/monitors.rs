@@ -40,7 +40,8 @@ impl MonitorStore for SqliteStore {
         );
         self.db
             .write(move |tx| {
-                exec(tx,
+                exec(
+                    tx,
                     "INSERT INTO monitors (monitor_id, user_id, version, due_at, body) VALUES (?1, ?2, 0, ?3, ?4)",
                     params![id, user, due, body],
                 )?;

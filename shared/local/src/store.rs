@@ -216,7 +216,8 @@ impl JobStore for SqliteStore {
                 }
                 if let Claim::Slot(slot) = &claim {
                     let kind = slot.kind.as_str();
-                    let holder: Option<(String, i64)> = one_row(tx,
+                    let holder: Option<(String, i64)> = one_row(
+                            tx,
                             "SELECT s.job_id, s.lease_until FROM slots s JOIN jobs j ON j.job_id = s.job_id
                              WHERE s.user_id = ?1 AND s.kind = ?2 AND j.status IN ('queued', 'running')",
                             params![user, kind],
@@ -230,12 +231,14 @@ impl JobStore for SqliteStore {
                             });
                         }
                     }
-                    exec(tx,
+                    exec(
+                        tx,
                         "INSERT OR REPLACE INTO slots (user_id, kind, job_id, lease_until) VALUES (?1, ?2, ?3, ?4)",
                         params![user, kind, job.job_id.as_str(), slot.lease_until.timestamp_millis()],
                     )?;
                 }
-                exec(tx,
+                exec(
+                    tx,
                     "INSERT INTO jobs (job_id, user_id, kind, status, created_at, request, discovered,
                        pending, nodes, in_flight, activity)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, 1, 1, 1, ?7)",
@@ -249,7 +252,8 @@ impl JobStore for SqliteStore {
                         now
                     ],
                 )?;
-                exec(tx,
+                exec(
+                    tx,
                     "INSERT INTO nodes (job_id, url, seq, parent, depth, status, released)
                      VALUES (?1, ?2, 1, NULL, 0, 'queued', 1)",
                     params![job.job_id.as_str(), root],
@@ -335,7 +339,8 @@ impl JobStore for SqliteStore {
         let (user, job) = (user.0.clone(), job.0.clone());
         self.db
             .write(move |tx| {
-                exec(tx,
+                exec(
+                    tx,
                     "UPDATE slots SET lease_until = ?4 WHERE user_id = ?1 AND kind = ?2 AND job_id = ?3",
                     params![user, kind.as_str(), job, lease_until.timestamp_millis()],
                 )?;
@@ -371,7 +376,8 @@ impl JobStore for SqliteStore {
                 if !owns(tx, &user, &job)? {
                     return Ok((false, Vec::new()));
                 }
-                let (mut discovered, mut pending, mut count): (u64, u64, u64) = one_row(tx,
+                let (mut discovered, mut pending, mut count): (u64, u64, u64) = one_row(
+                    tx,
                     "SELECT discovered, pending, nodes FROM jobs WHERE job_id = ?1",
                     [&job],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -409,7 +415,8 @@ impl JobStore for SqliteStore {
                         ])?;
                     }
                 }
-                exec(tx,
+                exec(
+                    tx,
                     "UPDATE jobs SET discovered = ?2, pending = ?3, nodes = ?4 WHERE job_id = ?1",
                     params![job, discovered, pending, count],
                 )?;
@@ -629,7 +636,8 @@ impl JobStore for SqliteStore {
                         waiting: 0,
                     });
                 }
-                let current: Option<(String, bool)> = one_row(tx,
+                let current: Option<(String, bool)> = one_row(
+                        tx,
                         "SELECT status, released FROM nodes WHERE job_id = ?1 AND url = ?2",
                         params![job, url],
                         |r| Ok((r.get(0)?, r.get(1)?)),
@@ -643,7 +651,8 @@ impl JobStore for SqliteStore {
                     return completion(tx, &job, false);
                 }
                 let released = current.is_some_and(|(_, r)| r);
-                exec(tx,
+                exec(
+                    tx,
                     "UPDATE nodes SET status = ?3, status_code = ?4 WHERE job_id = ?1 AND url = ?2",
                     params![job, url, outcome.status.as_str(), outcome.status_code],
                 )?;
@@ -652,14 +661,16 @@ impl JobStore for SqliteStore {
                     NodeStatus::Failed => (0, 1),
                     _ => (0, 0),
                 };
-                exec(tx,
+                exec(
+                    tx,
                     "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3, pending = pending - 1,
                        in_flight = MAX(in_flight - ?4, 0), activity = ?5, repairs = 0
                      WHERE job_id = ?1",
                     params![job, completed, failed, u64::from(released), now],
                 )?;
                 if let Some(key) = &outcome.document_key {
-                    exec(tx,
+                    exec(
+                        tx,
                         "INSERT INTO results (job_id, seq, doc_key)
                          VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM results WHERE job_id = ?1), ?2)",
                         params![job, key],

@@ -1,8 +1,9 @@
-//! Parsing HTML within bounds. The tree is built chunk by chunk; between chunks its depth, its
-//! node count and the budget's deadline are checked, so a page of 100,000 nested tags (whose
-//! parse would take the tree builder quadratic time) or millions of tiny elements (whose tree
-//! would take gigabytes) is given up after a few milliseconds of work. A tree that passes is
-//! at most [`MAX_DEPTH`] deep, which every walk over it may rely on.
+//! Parsing HTML within bounds. The tree's depth and node count are checked as it is built
+//! (after every token on the [`simple`] path, between chunks of input on html5ever's) and the
+//! budget's deadline along the way, so a page of 100,000 nested tags (whose parse would take
+//! the tree builder quadratic time) or millions of tiny elements (whose tree would take
+//! gigabytes) is given up after a few milliseconds of work. A tree that passes is at most
+//! [`MAX_DEPTH`] deep, which every walk over it may rely on.
 
 mod bounded;
 mod simple;
