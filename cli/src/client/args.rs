@@ -174,6 +174,28 @@ pub enum ClientCommand {
         #[command(flatten)]
         wait: WaitFlags,
     },
+    /// Scrape a list of URLs as one job: one URL a line of FILE, or of standard input for
+    /// `-` (blank lines and lines starting with `#` are skipped).
+    Batch {
+        file: PathBuf,
+        /// Drop invalid URLs (listed in the answer) instead of refusing the batch.
+        #[arg(long)]
+        ignore_invalid_urls: bool,
+        /// Do not obey robots.txt.
+        #[arg(long)]
+        ignore_robots: bool,
+        #[arg(long)]
+        max_concurrency: Option<u64>,
+        #[arg(long)]
+        delay_ms: Option<u64>,
+        /// With --wait: write one Markdown file per document into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        page: PageFlags,
+        #[command(flatten)]
+        wait: WaitFlags,
+    },
     /// List a site's URLs from its sitemaps and links.
     Map {
         url: String,

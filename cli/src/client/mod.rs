@@ -128,6 +128,25 @@ pub async fn run(args: ClientArgs, cmd: ClientCommand) -> Result<(), Failure> {
             };
             submit::crawl(&api, &out, url, flags, &page, &wait).await
         }
+        ClientCommand::Batch {
+            file,
+            ignore_invalid_urls,
+            ignore_robots,
+            max_concurrency,
+            delay_ms,
+            out: dir,
+            page,
+            wait,
+        } => {
+            let flags = submit::BatchFlags {
+                ignore_invalid_urls,
+                ignore_robots,
+                max_concurrency,
+                delay_ms,
+                dir,
+            };
+            submit::batch(&api, &out, &file, flags, &page, &wait).await
+        }
         ClientCommand::Map {
             url,
             limit,

@@ -1,16 +1,16 @@
-//! The commands that submit a job (scrape, crawl, map, search, upload): each builds the core's
-//! own request type from its flags, submits it with an `Idempotency-Key`, and with `--wait`
+//! The commands that submit a job (scrape, crawl, batch, map, search, upload): each builds the
+//! core's own request type from its flags, submits it with an `Idempotency-Key`, and with `--wait`
 //! follows the job to its end.
 
 use super::api::{Api, Body, Reply};
 use super::args::{PageFlags, WaitFlags};
-use super::jobs::describe;
+use super::jobs::{describe, results};
 use super::wait::until_final;
 use super::{s, Failure, Out};
-use sarvcrawl_core::domain::{CrawlRequest, MapRequest, ScrapeRequest, SearchRequest};
+use sarvcrawl_core::domain::{CrawlRequest, MapRequest, PageOptions, ScrapeRequest, SearchRequest};
 use serde::Serialize;
-use serde_json::Value;
-use std::path::Path;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
 
 /// A request as the JSON body of its route.
 fn json(request: &impl Serialize) -> Result<Body, Failure> {
@@ -28,7 +28,8 @@ pub async fn scrape(
 ) -> Result<(), Failure> {
     let mut req = ScrapeRequest::new(url);
     page.apply(&mut req.page)?;
-    submit(api, out, "/api/scrape", json(&req)?, wait).await
+    submit(api, out, "/api/scrape", json(&req)?, wait).await?;
+    Ok(())
 }
 
 /// The crawl's own flags.
@@ -65,7 +66,73 @@ pub async fn crawl(
     req.max_concurrency = flags.max_concurrency.unwrap_or(req.max_concurrency);
     req.delay_ms = flags.delay_ms.unwrap_or(req.delay_ms);
     page.apply(&mut req.page)?;
-    submit(api, out, "/api/crawl", json(&req)?, wait).await
+    submit(api, out, "/api/crawl", json(&req)?, wait).await?;
+    Ok(())
+}
+
+/// The batch's own flags.
+pub struct BatchFlags {
+    pub ignore_invalid_urls: bool,
+    pub ignore_robots: bool,
+    pub max_concurrency: Option<u64>,
+    pub delay_ms: Option<u64>,
+    /// Where the documents are written once the job ends (with `--wait`).
+    pub dir: Option<PathBuf>,
+}
+
+/// Submits the URLs of `file` (one a line; `-` is standard input) as one batch.
+pub async fn batch(
+    api: &Api,
+    out: &Out,
+    file: &Path,
+    flags: BatchFlags,
+    page: &PageFlags,
+    wait: &WaitFlags,
+) -> Result<(), Failure> {
+    let text = if file == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
+    }
+    .map_err(|e| Failure::Other(format!("cannot read {}: {e}", file.display())))?;
+    let urls: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    if flags.dir.is_some() && !wait.wait {
+        return Err(Failure::Usage("--out needs --wait".into()));
+    }
+    let mut options = PageOptions::default();
+    page.apply(&mut options)?;
+    let mut body = match serde_json::to_value(&options) {
+        Ok(Value::Object(m)) => m,
+        _ => return Err(Failure::Other("cannot encode the page options".into())),
+    };
+    body.insert("urls".into(), json!(urls));
+    body.insert(
+        "ignore_invalid_urls".into(),
+        json!(flags.ignore_invalid_urls),
+    );
+    body.insert("respect_robots".into(), json!(!flags.ignore_robots));
+    if let Some(n) = flags.max_concurrency {
+        body.insert("max_concurrency".into(), json!(n));
+    }
+    if let Some(n) = flags.delay_ms {
+        body.insert("delay_ms".into(), json!(n));
+    }
+    let id = submit(
+        api,
+        out,
+        "/api/batch/scrape",
+        Body::Json(Value::Object(body)),
+        wait,
+    )
+    .await?;
+    if let Some(dir) = flags.dir {
+        results(api, out, &id, true, Some(dir)).await?;
+    }
+    Ok(())
 }
 
 /// The map's own flags.
@@ -88,7 +155,8 @@ pub async fn map(
     req.search = flags.search;
     req.use_sitemap = !flags.no_sitemap;
     req.include_subdomains = flags.include_subdomains;
-    submit(api, out, "/api/map", json(&req)?, wait).await
+    submit(api, out, "/api/map", json(&req)?, wait).await?;
+    Ok(())
 }
 
 pub async fn search(
@@ -104,7 +172,8 @@ pub async fn search(
     req.limit = limit.unwrap_or(req.limit);
     req.scrape = !no_scrape;
     page.apply(&mut req.page)?;
-    submit(api, out, "/api/search", json(&req)?, wait).await
+    submit(api, out, "/api/search", json(&req)?, wait).await?;
+    Ok(())
 }
 
 /// Uploads a file as it is: its bytes are the body, the rest is the query string.
@@ -137,7 +206,8 @@ pub async fn upload(
         content_type,
         bytes,
     };
-    submit(api, out, &path, body, wait).await
+    submit(api, out, &path, body, wait).await?;
+    Ok(())
 }
 
 fn media_type(name: &str) -> &'static str {
@@ -155,22 +225,29 @@ fn media_type(name: &str) -> &'static str {
 }
 
 /// Submits a job; prints (and stores) its id before waiting; with `--wait`, prints its end.
+/// Answers the job's id once it was submitted (and, with `--wait`, completed).
 async fn submit(
     api: &Api,
     out: &Out,
     path: &str,
     body: Body,
     wait: &WaitFlags,
-) -> Result<(), Failure> {
+) -> Result<String, Failure> {
     let reply: Reply = api.submit(path, body).await?;
     let id = s(&reply.body["job_id"]);
+    if let Some(invalid) = reply.body["invalid_urls"].as_array() {
+        eprintln!("{} invalid URLs ignored:", invalid.len());
+        for u in invalid {
+            eprintln!("  {}", s(u));
+        }
+    }
     if let Some(file) = &wait.job_file {
         std::fs::write(file, format!("{id}\n"))
             .map_err(|e| Failure::Other(format!("cannot write {}: {e}", file.display())))?;
     }
     if !wait.wait {
         out.line(&reply.body, || id.clone());
-        return Ok(());
+        return Ok(id);
     }
     eprintln!("job {id}");
     let job = until_final(api, &id, wait.deadline, wait.on_deadline, out.json).await?;
@@ -180,7 +257,7 @@ async fn submit(
         print_result(&job);
     }
     match job["status"].as_str() {
-        Some("completed") => Ok(()),
+        Some("completed") => Ok(id),
         Some("cancelled") => Err(Failure::JobCancelled),
         _ => {
             eprintln!("{}", describe(&job));

@@ -290,3 +290,53 @@ async fn results_out_gives_every_document_a_file_of_its_own() {
         assert!(texts.iter().any(|x| x == t), "{t} missing: {texts:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn batch_reads_a_file_of_urls_waits_and_writes_each_document() {
+    let site = Site::start(tree_site(6)).await;
+    let serve = Serve::start();
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("urls.txt");
+    let mut text = String::from("# pages to read\n\n");
+    for i in 1..=5 {
+        text.push_str(&format!("  {}\n", site.url(&format!("/p/{i}.html"))));
+    }
+    text.push_str("not a url\n");
+    std::fs::write(&list, text).unwrap();
+    let out = dir.path().join("docs");
+    let args = [
+        "batch",
+        list.to_str().unwrap(),
+        "--ignore-invalid-urls",
+        "--wait",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let r = cli(&serve.base, &args).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("1 invalid URLs ignored:\n  not a url"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("5 documents written"), "{}", r.stderr);
+    let mut written: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    written.sort();
+    assert_eq!(written.len(), 5);
+    assert!(written[0].contains("# Page 1"), "{}", written[0]);
+
+    // Without --ignore-invalid-urls the list is refused, naming the line's entry.
+    let r = cli(&serve.base, &["batch", list.to_str().unwrap()]).await;
+    assert_eq!(r.code, 6, "{}", r.stderr);
+    assert!(r.stderr.contains("urls[5]"), "{}", r.stderr);
+    // --out needs --wait.
+    let r = cli(
+        &serve.base,
+        &["batch", list.to_str().unwrap(), "--out", "x"],
+    )
+    .await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}

@@ -5,6 +5,7 @@
 
 mod api;
 mod auth;
+mod batch;
 mod browser_lifecycle;
 mod cli;
 mod clients;

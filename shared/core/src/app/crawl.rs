@@ -5,7 +5,7 @@ use super::page::{fetch_page, Pacing, Produced, Step};
 use super::polite::{at_host, robots_for};
 use super::runtime::JobRuntime;
 use super::{submit, App, AppError};
-use crate::domain::{CrawlRequest, Job, JobKind, UserId};
+use crate::domain::{CrawlRequest, Job, JobKind, PageOptions, UserId};
 use crate::engine::robots::Robots;
 use crate::engine::sitemap::{self, Sitemap};
 use crate::engine::urls::{normalise, Scope};
@@ -26,26 +26,34 @@ pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Job, AppErr
     submit::new_job(app, user, JobKind::Crawl, &req, root, req.page.render).await
 }
 
-/// One page of a crawl, robots.txt obeyed unless the request says otherwise, its requests to
-/// an origin spaced by `delay_ms` (and the origin's `Crawl-delay`).
+/// How the pages of a job's frontier (a crawl's or a batch's) are fetched.
+pub(crate) struct PagePolicy<'a> {
+    pub opts: &'a PageOptions,
+    pub respect_robots: bool,
+    /// Spacing of the job's requests to one origin (the origin's `Crawl-delay` may ask more).
+    pub delay_ms: u64,
+}
+
+/// One page of a crawl or a batch, robots.txt obeyed unless the request says otherwise, its
+/// requests to an origin spaced by `delay_ms`.
 pub(crate) async fn run(
     app: &App,
     job: &Job,
-    req: &CrawlRequest,
+    policy: PagePolicy<'_>,
     rt: &JobRuntime,
     task: &Task,
     logs: &mut Vec<NewLog>,
 ) -> StoreResult<Step<Produced>> {
     let pacing = Pacing {
-        delay: Duration::from_millis(req.delay_ms),
+        delay: Duration::from_millis(policy.delay_ms),
         booked: task.not_before,
         may_defer: true,
     };
     Ok(fetch_page(
         app,
         job,
-        &req.page,
-        req.respect_robots,
+        policy.opts,
+        policy.respect_robots,
         rt,
         &task.url,
         pacing,

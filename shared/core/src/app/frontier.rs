@@ -10,6 +10,7 @@ use crate::ports::{NewNode, StoreResult, Task};
 pub(crate) async fn advance(app: &App, job: &Job, req: &JobRequest) -> StoreResult<usize> {
     let max = match req {
         JobRequest::Crawl(r) => r.max_concurrency.clamp(1, u64::from(u32::MAX)) as u32,
+        JobRequest::Batch(r) => r.max_concurrency.clamp(1, u64::from(u32::MAX)) as u32,
         _ => 1,
     };
     let next = app.jobs.advance(&job.user_id, &job.job_id, max).await?;

@@ -62,9 +62,7 @@ fn new_secret() -> Result<String, AppError> {
 pub async fn create(app: &App, user: &UserId, body: &[u8]) -> Result<(Monitor, Job), AppError> {
     let req =
         MonitorRequest::parse(body, app.config.monitor_min_interval).map_err(AppError::Invalid)?;
-    if req.page.render && !app.config.render_available {
-        return Err(AppError::RenderUnavailable);
-    }
+    super::submit::render_allowed(app, req.page.render)?;
     check_notify_url(app, &req.notify_url).await?;
     let now = app.clock.now();
     let job_id = JobId::generate();

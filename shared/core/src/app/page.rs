@@ -26,7 +26,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(30);
 /// What the one task of a job, or one page of a crawl, produced.
 pub(crate) struct Produced {
     /// The document (or result) stored for it.
-    pub doc: serde_json::Value,
+    pub doc: Option<serde_json::Value>,
     pub status_code: Option<u16>,
     pub error: Option<JobError>,
     /// Links to follow (crawls only).
@@ -37,8 +37,8 @@ impl Produced {
     /// A result of a job kind that ends in one document, or its failure.
     pub(crate) fn result(name: &str, r: Result<serde_json::Value, JobError>) -> Produced {
         let (doc, error) = match r {
-            Ok(doc) => (doc, None),
-            Err(e) => (document::failed(name, None, None, &e), Some(e)),
+            Ok(doc) => (Some(doc), None),
+            Err(e) => (Some(document::failed(name, None, None, &e)), Some(e)),
         };
         Produced {
             doc,
@@ -48,10 +48,20 @@ impl Produced {
         }
     }
 
+    /// A step that stores no document (a batch's root).
+    pub(crate) fn nothing() -> Produced {
+        Produced {
+            doc: None,
+            status_code: None,
+            error: None,
+            links: Vec::new(),
+        }
+    }
+
     pub(crate) fn page(url: &str, page: Page) -> Produced {
         match page {
             Ok((fetched, built)) => Produced {
-                doc: built.doc,
+                doc: Some(built.doc),
                 status_code: Some(fetched.status),
                 error: None,
                 links: built.links,
@@ -60,7 +70,7 @@ impl Produced {
                 let final_url = fetched.as_ref().map(|f| &f.url);
                 let status = fetched.as_ref().map(|f| f.status);
                 Produced {
-                    doc: document::failed(url, final_url, status, &error),
+                    doc: Some(document::failed(url, final_url, status, &error)),
                     status_code: status,
                     error: Some(error),
                     links: Vec::new(),

@@ -21,7 +21,7 @@ pub async fn job(app: &App, user: &UserId, id: &str) -> Result<Job, AppError> {
 
 /// The inline result of a finished single-document job, when small enough.
 pub async fn inline_result(app: &App, job: &Job) -> Result<Option<Value>, AppError> {
-    if job.kind == JobKind::Crawl || !job.status.is_final() {
+    if job.kind.has_pages() || !job.status.is_final() {
         return Ok(None);
     }
     let page = app.jobs.results(&job.user_id, &job.job_id, None, 1).await?;

@@ -122,7 +122,7 @@ pub(crate) async fn finish(app: &App, job: &Job, page_error: Option<&JobError>) 
     if current.status.is_final() {
         return Ok(());
     }
-    let p = current.progress;
+    let p = current.page_progress();
     let (status, error) = if p.pages_completed > 0 {
         (JobStatus::Completed, None)
     } else {

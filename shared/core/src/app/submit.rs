@@ -18,12 +18,18 @@ pub(crate) async fn new_job<R: serde::Serialize>(
     root: String,
     renders: bool,
 ) -> Result<Job, AppError> {
-    if renders && !app.config.render_available {
-        return Err(AppError::RenderUnavailable);
-    }
+    render_allowed(app, renders)?;
     let request = serde_json::to_value(request).map_err(StoreError::new)?;
     let job = Job::new(user.clone(), kind, request, app.clock.now());
     create(app, job, root, renders).await
+}
+
+/// Refuses a job that renders on a deployment without a browser.
+pub(crate) fn render_allowed(app: &App, renders: bool) -> Result<(), AppError> {
+    if renders && !app.config.render_available {
+        return Err(AppError::RenderUnavailable);
+    }
+    Ok(())
 }
 
 /// The normalised form of a validated URL: a job's root node.

@@ -2,11 +2,12 @@
 //! what it produced, and settle the job when it was the last page. Safe to run twice for one
 //! task.
 
+use super::crawl::PagePolicy;
 use super::frontier::{advance, requeue_unstarted};
 use super::page::{document_key, Produced, Step};
 use super::polite::chrono_of;
 use super::settle::{abandon, finish, gave_up_after, settle_cancelled, task_lease};
-use super::{crawl, map, monitor, scrape, search, upload, App};
+use super::{batch, crawl, map, monitor, scrape, search, upload, App};
 use crate::domain::{ErrorCode, Job, JobError, JobRequest, JobStatus};
 use crate::ports::{Delivery, NewLog, NodeStatus, PageOutcome, StoreError, StoreResult, Task};
 use crate::stages::{timed, Stage};
@@ -217,7 +218,25 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
     // The job kind's step.
     let step: Step<Produced> = match &req {
         JobRequest::Scrape(r) => scrape::run(app, &job, r, &rt, &task.url, &mut logs).await?,
-        JobRequest::Crawl(r) => crawl::run(app, &job, r, &rt, task, &mut logs).await?,
+        JobRequest::Crawl(r) => {
+            let policy = PagePolicy {
+                opts: &r.page,
+                respect_robots: r.respect_robots,
+                delay_ms: r.delay_ms,
+            };
+            crawl::run(app, &job, policy, &rt, task, &mut logs).await?
+        }
+        JobRequest::Batch(r) if task.depth == 0 => {
+            Step::Done(batch::expand(app, &job, r, task, &mut logs).await?)
+        }
+        JobRequest::Batch(r) => {
+            let policy = PagePolicy {
+                opts: &r.page,
+                respect_robots: r.respect_robots,
+                delay_ms: r.delay_ms,
+            };
+            crawl::run(app, &job, policy, &rt, task, &mut logs).await?
+        }
         JobRequest::Map(r) => map::run(app, &job, r, &rt, &mut logs).await?.into(),
         JobRequest::Search(r) => search::run(app, &job, r, &rt, &mut logs).await?.into(),
         JobRequest::Upload(r) => Step::Done(upload::run(app, r).await?),
@@ -257,12 +276,18 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         }
     };
 
-    let key = document_key(task);
-    timed(Stage::Store, async {
-        let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
-        app.blobs.put(&key, Bytes::from(body)).await
-    })
-    .await?;
+    let key = match doc {
+        Some(doc) => {
+            let key = document_key(task);
+            timed(Stage::Store, async {
+                let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
+                app.blobs.put(&key, Bytes::from(body)).await
+            })
+            .await?;
+            Some(key)
+        }
+        None => None,
+    };
 
     if let (JobRequest::Crawl(r), None) = (&req, &error) {
         crawl::discover(app, &job, r, &rt, task, links, &mut logs).await?;
@@ -275,15 +300,20 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
             NodeStatus::Completed
         },
         status_code,
-        document_key: Some(key),
+        document_key: key.clone(),
     };
     let c = app
         .jobs
         .complete_node(user, job_id, &task.url, &outcome)
         .await?;
-    if c.applied {
+    if c.applied && key.is_some() {
         logs.push(match (&error, status_code) {
-            (None, _) if !matches!(req, JobRequest::Scrape(_) | JobRequest::Crawl(_)) => {
+            (None, _)
+                if !matches!(
+                    req,
+                    JobRequest::Scrape(_) | JobRequest::Crawl(_) | JobRequest::Batch(_)
+                ) =>
+            {
                 NewLog::info(format!("{} done", job.kind.as_str()))
             }
             (None, Some(code)) => NewLog::info(format!("fetched ({code})")).at(task.url.clone()),

@@ -15,17 +15,20 @@ pub enum JobKind {
     Upload,
     /// One check of a monitor.
     Monitor,
+    /// A list of URLs scraped as one job.
+    Batch,
 }
 
 impl JobKind {
     /// Every kind, in API.md's order.
-    pub const ALL: [JobKind; 6] = [
+    pub const ALL: [JobKind; 7] = [
         JobKind::Scrape,
         JobKind::Crawl,
         JobKind::Map,
         JobKind::Search,
         JobKind::Upload,
         JobKind::Monitor,
+        JobKind::Batch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,6 +39,7 @@ impl JobKind {
             JobKind::Search => "search",
             JobKind::Upload => "upload",
             JobKind::Monitor => "monitor",
+            JobKind::Batch => "batch",
         }
     }
 
@@ -46,7 +50,13 @@ impl JobKind {
     /// Whether a user may run only one job of this kind at a time (its own slot); the other
     /// kinds share the per-user cap on active jobs.
     pub fn has_own_slot(self) -> bool {
-        matches!(self, JobKind::Scrape | JobKind::Crawl)
+        matches!(self, JobKind::Scrape | JobKind::Crawl | JobKind::Batch)
+    }
+
+    /// Whether a job of this kind has several pages, read from `/results` (its status carries
+    /// no inline result).
+    pub fn has_pages(self) -> bool {
+        matches!(self, JobKind::Crawl | JobKind::Batch)
     }
 
     /// Whether a job of this kind counts against the per-user cap on active jobs (monitor
@@ -194,5 +204,64 @@ impl Job {
             progress: Progress::default(),
             error: None,
         }
+    }
+
+    /// The job's page counters as the API shows them. A batch's root node stands for its list
+    /// of URLs, not a page, and is left out: it is done (completed, or failed when the list
+    /// could not be read) before any URL of the batch is let go, so while nothing is done it
+    /// is still pending.
+    pub fn page_progress(&self) -> Progress {
+        let mut p = self.progress;
+        if self.kind == JobKind::Batch {
+            p.pages_discovered = p.pages_discovered.saturating_sub(1);
+            if p.pages_completed > 0 {
+                p.pages_completed -= 1;
+            } else if p.pages_failed > 0 {
+                p.pages_failed -= 1;
+            } else {
+                p.pages_queued = p.pages_queued.saturating_sub(1);
+            }
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(progress: Progress) -> Job {
+        let mut job = Job::new(
+            UserId("u".into()),
+            JobKind::Batch,
+            serde_json::Value::Null,
+            Utc::now(),
+        );
+        job.progress = progress;
+        job
+    }
+
+    fn p(discovered: u64, completed: u64, failed: u64, queued: u64) -> Progress {
+        Progress {
+            pages_discovered: discovered,
+            pages_completed: completed,
+            pages_failed: failed,
+            pages_queued: queued,
+        }
+    }
+
+    #[test]
+    fn a_batch_counts_its_urls_not_its_root() {
+        // Root pending, then its URLs claimed, then done with two pages failed.
+        assert_eq!(batch(p(1, 0, 0, 1)).page_progress(), p(0, 0, 0, 0));
+        assert_eq!(batch(p(4, 1, 0, 3)).page_progress(), p(3, 0, 0, 3));
+        assert_eq!(batch(p(4, 2, 2, 0)).page_progress(), p(3, 1, 2, 0));
+        // The root failed (its list unreadable): nothing left to count.
+        assert_eq!(batch(p(1, 0, 1, 0)).page_progress(), p(0, 0, 0, 0));
+        // Cancelled before the root ran: it is neither pending nor counted.
+        assert_eq!(batch(p(1, 0, 0, 0)).page_progress(), p(0, 0, 0, 0));
+        let mut crawl = batch(p(4, 2, 2, 0));
+        crawl.kind = JobKind::Crawl;
+        assert_eq!(crawl.page_progress(), p(4, 2, 2, 0));
     }
 }

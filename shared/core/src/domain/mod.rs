@@ -13,6 +13,6 @@ pub use monitor::{
     Snapshot,
 };
 pub use request::{
-    CrawlRequest, Format, JobRequest, MapRequest, PageOptions, ScrapeRequest, SearchRequest,
-    UploadRequest,
+    BatchBody, BatchRequest, CrawlRequest, Format, JobRequest, MapRequest, PageOptions,
+    ScrapeRequest, SearchRequest, UploadRequest,
 };

@@ -184,6 +184,92 @@ pub struct UploadRequest {
     pub page: PageOptions,
 }
 
+/// `POST /api/batch/scrape`, as stored with its job. The URLs themselves are kept apart, under
+/// `urls_key` (ten thousand of them would not fit in a job's record on DynamoDB).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchRequest {
+    /// The distinct URLs to fetch.
+    pub url_count: u64,
+    /// URLs of the body that repeated an earlier one (after normalisation).
+    pub duplicates: u64,
+    /// Invalid URLs dropped because the body said `ignore_invalid_urls`.
+    pub invalid: u64,
+    pub urls_key: String,
+    pub respect_robots: bool,
+    pub max_concurrency: u64,
+    pub delay_ms: u64,
+    #[serde(flatten)]
+    pub page: PageOptions,
+}
+
+/// Most URLs of one batch.
+pub const MAX_BATCH_URLS: usize = 10_000;
+
+/// A batch body as parsed: its options and its URLs, valid ones in their order and, when
+/// `ignore_invalid_urls` was set, the invalid ones as they were given.
+#[derive(Debug, Clone)]
+pub struct BatchBody {
+    pub urls: Vec<url::Url>,
+    pub invalid_urls: Vec<String>,
+    pub respect_robots: bool,
+    pub max_concurrency: u64,
+    pub delay_ms: u64,
+    pub page: PageOptions,
+}
+
+impl BatchBody {
+    /// Parses and validates a batch body: `urls` holds 1 to [`MAX_BATCH_URLS`] absolute
+    /// http(s) URLs; each invalid one is a problem of its own (`urls[17]`) unless
+    /// `ignore_invalid_urls` drops it.
+    pub fn parse(body: &[u8]) -> Result<Self, Vec<Problem>> {
+        let mut f = Fields::from_body(body)?;
+        let ignore_invalid = f.boolean("ignore_invalid_urls", false);
+        let (mut urls, mut invalid_urls) = (Vec::new(), Vec::new());
+        let listed = f.has("urls");
+        match f.list("urls") {
+            None if !listed => f.problem("urls", "is required"),
+            None => {}
+            Some(list) if list.is_empty() || list.len() > MAX_BATCH_URLS => f.problem(
+                "urls",
+                format!("must have from 1 to {MAX_BATCH_URLS} entries"),
+            ),
+            Some(list) => {
+                for (i, item) in list.into_iter().enumerate() {
+                    let parsed = match &item {
+                        serde_json::Value::String(s) => super::validate::parse_web_url(s),
+                        _ => Err("must be a string".into()),
+                    };
+                    match parsed {
+                        Ok(u) => urls.push(u),
+                        Err(_) if ignore_invalid => invalid_urls.push(match item {
+                            serde_json::Value::String(s) => s,
+                            other => other.to_string(),
+                        }),
+                        Err(p) => f.problem(&format!("urls[{i}]"), p),
+                    }
+                }
+                if urls.is_empty() && !invalid_urls.is_empty() {
+                    f.problem("urls", "has no valid URL");
+                }
+            }
+        }
+        let d = CrawlRequest::new("");
+        let respect_robots = f.boolean("respect_robots", d.respect_robots);
+        let max_concurrency = f.integer("max_concurrency", d.max_concurrency, 1, 64);
+        let delay_ms = f.integer("delay_ms", d.delay_ms, 0, 60_000);
+        let page = page_options(&mut f);
+        f.finish()?;
+        Ok(BatchBody {
+            urls,
+            invalid_urls,
+            respect_robots,
+            max_concurrency,
+            delay_ms,
+            page,
+        })
+    }
+}
+
 /// A stored job's request, read back as its kind's type.
 #[derive(Debug, Clone)]
 pub enum JobRequest {
@@ -193,6 +279,7 @@ pub enum JobRequest {
     Search(SearchRequest),
     Upload(UploadRequest),
     Check(CheckRequest),
+    Batch(BatchRequest),
 }
 
 impl JobRequest {
@@ -206,6 +293,7 @@ impl JobRequest {
             JobKind::Search => JobRequest::Search(serde_json::from_value(r)?),
             JobKind::Upload => JobRequest::Upload(serde_json::from_value(r)?),
             JobKind::Monitor => JobRequest::Check(serde_json::from_value(r)?),
+            JobKind::Batch => JobRequest::Batch(serde_json::from_value(r)?),
         })
     }
 
@@ -216,6 +304,7 @@ impl JobRequest {
             JobRequest::Crawl(r) => r.page.render,
             JobRequest::Search(r) => r.scrape && r.page.render,
             JobRequest::Check(r) => r.page.render,
+            JobRequest::Batch(r) => r.page.render,
             JobRequest::Map(_) | JobRequest::Upload(_) => false,
         }
     }

@@ -140,6 +140,17 @@ impl Fields {
         }
     }
 
+    /// A list of any values; a value that is not a list is a problem (and `None`).
+    pub fn list(&mut self, field: &str) -> Option<Vec<Value>> {
+        match self.take(field)? {
+            Value::Array(items) => Some(items),
+            _ => {
+                self.problem(field, "must be a list");
+                None
+            }
+        }
+    }
+
     /// A list of at most `max_items` strings of at most `max_len` bytes each.
     pub fn strings(&mut self, field: &str, max_items: usize, max_len: usize) -> Vec<String> {
         let Some(value) = self.take(field) else {

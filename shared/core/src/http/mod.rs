@@ -4,7 +4,9 @@
 mod idempotency;
 mod response;
 
-use crate::app::{cancel, crawl, map, monitor, query, scrape, search, upload, App, AppError};
+use crate::app::{
+    batch, cancel, crawl, map, monitor, query, scrape, search, upload, App, AppError,
+};
 use crate::domain::validate::Problem;
 use crate::domain::{Job, JobKind, JobStatus, UserId};
 use bytes::Bytes;
@@ -61,6 +63,18 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
             let query: std::collections::BTreeMap<_, _> = query.into_iter().collect();
             let submit = upload::submit(app, user, &query, content_type, req.body().clone());
             submitted(app, user, &req, submit).await
+        }
+        // A list of URLs may be longer than other submits' bodies: up to [`MAX_BODY`].
+        (&Method::POST, ["api", "batch", "scrape"]) => {
+            let submit = async {
+                let s = batch::submit(app, user, req.body()).await?;
+                let mut body = accepted_json(&s.job);
+                if !s.invalid_urls.is_empty() {
+                    body["invalid_urls"] = json!(s.invalid_urls);
+                }
+                Ok(accepted_body(&body))
+            };
+            idempotency::once(app, user, &req, submit).await
         }
         (&Method::POST, ["api", "monitors"]) if req.body().len() <= MAX_JSON_BODY => {
             let create = async {
@@ -187,7 +201,7 @@ fn job_links(job: &Job) -> Value {
 }
 
 fn job_json(job: &Job) -> Value {
-    let p = job.progress;
+    let p = job.page_progress();
     json!({
         "job_id": job.job_id,
         "kind": job.kind.as_str(),
@@ -283,10 +297,12 @@ async fn list_jobs(
     q: &HashMap<String, String>,
 ) -> Result<Response<Bytes>, AppError> {
     let kind = match q.get("kind") {
-        Some(k) => Some(
-            JobKind::parse(k)
-                .ok_or_else(|| invalid("kind", "must be scrape, crawl, map, search or upload"))?,
-        ),
+        Some(k) => Some(JobKind::parse(k).ok_or_else(|| {
+            invalid(
+                "kind",
+                "must be scrape, crawl, batch, map, search, upload or monitor",
+            )
+        })?),
         None => None,
     };
     let status = match q.get("status") {
