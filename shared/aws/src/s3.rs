@@ -54,4 +54,15 @@ impl BlobStore for S3Blobs {
         let body = out.body.collect().await.map_err(StoreError::new)?;
         Ok(Some(body.into_bytes()))
     }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(crate::errors::sdk)?;
+        Ok(())
+    }
 }

@@ -575,6 +575,8 @@ pub trait WorkQueue: Send + Sync {
 pub trait BlobStore: Send + Sync {
     async fn put(&self, key: &str, body: Bytes) -> StoreResult<()>;
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>>;
+    /// Removes a blob; a missing one is no error.
+    async fn delete(&self, key: &str) -> StoreResult<()>;
 }
 
 /// API keys kept outside the process (the AWS table): key -> user.

@@ -60,4 +60,12 @@ impl BlobStore for FsBlobs {
             Err(e) => Err(StoreError::new(e)),
         }
     }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        let path = self.path(key)?;
+        match tokio::fs::remove_file(&path).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::new(e)),
+            _ => Ok(()),
+        }
+    }
 }

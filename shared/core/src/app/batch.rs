@@ -49,7 +49,7 @@ pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Submitted, 
     let list = serde_json::to_vec(&urls).map_err(StoreError::new)?;
     app.blobs.put(&req.urls_key, Bytes::from(list)).await?;
     let root = format!("batch:{}-urls", req.url_count);
-    let job = submit::create(app, job, root, req.page.render).await?;
+    let job = submit::create_with_input(app, job, root, req.page.render, &req.urls_key).await?;
     Ok(Submitted {
         job,
         invalid_urls: body.invalid_urls,

@@ -24,6 +24,24 @@ pub(crate) async fn new_job<R: serde::Serialize>(
     create(app, job, root, renders).await
 }
 
+/// [`create`] for a job whose input was stored beforehand under `input` (an upload's bytes, a
+/// batch's list): when the job is refused (a slot taken, say), the input goes too.
+pub(crate) async fn create_with_input(
+    app: &App,
+    job: Job,
+    root: String,
+    renders: bool,
+    input: &str,
+) -> Result<Job, AppError> {
+    let created = create(app, job, root, renders).await;
+    if created.is_err() {
+        if let Err(e) = app.blobs.delete(input).await {
+            tracing::warn!(error = %e, key = input, "the input of a refused job was left behind");
+        }
+    }
+    created
+}
+
 /// Refuses a job that renders on a deployment without a browser.
 pub(crate) fn render_allowed(app: &App, renders: bool) -> Result<(), AppError> {
     if renders && !app.config.render_available {

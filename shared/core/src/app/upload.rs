@@ -171,7 +171,7 @@ pub async fn submit(
         .map_err(AppError::Invalid)?;
     job.request = serde_json::to_value(&request).map_err(crate::ports::StoreError::new)?;
     app.blobs.put(&key, bytes).await?;
-    submit::create(app, job, node_name(&request), false).await
+    submit::create_with_input(app, job, node_name(&request), false, &key).await
 }
 
 /// The name of an upload's one node and document.
