@@ -261,6 +261,24 @@ async fn submit_answers_202_with_location_and_job_is_readable_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_tree_shows_a_page_being_fetched_as_running() {
+    let site = Site::start(slow_site(1, 3000)).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let id = api.submit("scrape", &json!({"url": site.url("/")})).await;
+    let deadline = Instant::now() + WAIT;
+    while site.hits_of("/") == 0 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let tree = api.get(&format!("/api/jobs/{id}/tree")).await.body;
+    assert_eq!(tree["root"]["status"], "running", "{tree}");
+    assert_eq!(api.wait(&id, WAIT).await["status"], "completed");
+    let tree = api.get(&format!("/api/jobs/{id}/tree")).await.body;
+    assert_eq!(tree["root"]["status"], "completed", "{tree}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn cancel_stops_fetching_keeps_results_and_frees_the_slot() {
     let site = Site::start(slow_site(121, 150)).await;
     let serve = Serve::start();

@@ -15,7 +15,7 @@ use crate::conflicts;
 use crate::errors::sdk;
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{JobId, JobKind, UserId};
-use sarvcrawl_core::ports::{ActiveJob, NewNode, NodeRow, StoreResult};
+use sarvcrawl_core::ports::{ActiveJob, NewNode, NodeRow, NodeStatus, StoreResult};
 use std::collections::{HashMap, HashSet};
 
 /// Rounds of letting URLs go that keep losing to other workers before this one leaves it to
@@ -171,37 +171,67 @@ impl DynamoStore {
             .filter_map(claimed)
             .map(|(_, node)| node)
             .collect();
-        let keys = queued
-            .iter()
-            .map(|node| key(pk.clone(), lease_sk(&node.url)))
-            .collect();
-        let now = self.clock.now().timestamp_millis();
-        let leased: HashSet<String> = self
-            .batch_get(keys, true)
-            .await?
-            .iter()
-            .filter(|l| get_n::<i64>(l, "lease_until").is_some_and(|until| until >= now))
-            .filter_map(|l| get_s(l, "SK").map(String::from))
-            .collect();
+        let leased = self
+            .live_leases(&pk, queued.iter().map(|n| n.url.as_str()))
+            .await?;
         Ok(queued
             .into_iter()
             .filter(|node| !leased.contains(&lease_sk(&node.url)))
             .collect())
     }
 
-    /// [`JobStore::tree`](sarvcrawl_core::ports::JobStore::tree).
+    /// The lease items (by sort key) of the job's `urls` whose lease has not run out.
+    async fn live_leases(
+        &self,
+        pk: &str,
+        urls: impl Iterator<Item = &str>,
+    ) -> StoreResult<HashSet<String>> {
+        let keys: Vec<Item> = urls.map(|u| key(pk.to_string(), lease_sk(u))).collect();
+        if keys.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let now = self.clock.now().timestamp_millis();
+        Ok(self
+            .batch_get(keys, true)
+            .await?
+            .iter()
+            .filter(|l| get_n::<i64>(l, "lease_until").is_some_and(|until| until >= now))
+            .filter_map(|l| get_s(l, "SK").map(String::from))
+            .collect())
+    }
+
+    /// [`JobStore::tree`](sarvcrawl_core::ports::JobStore::tree). A node's lease is an item
+    /// apart from it: a queued node let go to the queue whose lease is live is `running`, as
+    /// `get_node` says.
     pub(crate) async fn nodes(
         &self,
         user: &UserId,
         job: &JobId,
         max: u32,
     ) -> StoreResult<Vec<NodeRow>> {
-        Ok(self
-            .numbered(&job_pk(user, job), 0, u64::MAX >> 1, max as usize)
-            .await?
-            .iter()
-            .filter_map(super::items::node_from_item)
-            .collect())
+        let pk = job_pk(user, job);
+        let items = self.numbered(&pk, 0, u64::MAX >> 1, max as usize).await?;
+        let released = self.counter(&pk, "released").await?;
+        let mut rows: Vec<NodeRow> = Vec::with_capacity(items.len());
+        let mut let_go = Vec::new();
+        for item in &items {
+            let Some(row) = super::items::node_from_item(item) else {
+                continue;
+            };
+            let seq = get_n::<u64>(item, "SEQ").unwrap_or(u64::MAX);
+            if row.status == NodeStatus::Queued && seq <= released {
+                let_go.push(rows.len());
+            }
+            rows.push(row);
+        }
+        let urls = let_go.iter().map(|&i| rows[i].url.as_str());
+        let leased = self.live_leases(&pk, urls).await?;
+        for i in let_go {
+            if leased.contains(&lease_sk(&rows[i].url)) {
+                rows[i].status = NodeStatus::Running;
+            }
+        }
+        Ok(rows)
     }
 
     /// [`JobStore::active_jobs`](sarvcrawl_core::ports::JobStore::active_jobs): the activity
