@@ -15,13 +15,29 @@ struct Run {
 
 /// Runs `sarvcrawl --api-url <api> <args>` to its end.
 async fn cli(api: &str, args: &[&str]) -> Run {
+    cli_reading(api, args, "").await
+}
+
+/// [`cli`] with `input` on its standard input.
+async fn cli_reading(api: &str, args: &[&str], input: &str) -> Run {
+    use std::io::Write;
     let mut cmd = std::process::Command::new(e2e::server::binary());
     cmd.arg("--api-url").arg(api).args(args);
     cmd.env_remove("SARVCRAWL_API_KEY");
-    let out = tokio::task::spawn_blocking(move || cmd.output())
-        .await
-        .unwrap()
-        .expect("run sarvcrawl");
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let input = input.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input.as_bytes())?;
+        }
+        child.wait_with_output()
+    })
+    .await
+    .unwrap()
+    .expect("run sarvcrawl");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
