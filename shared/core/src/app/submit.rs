@@ -24,6 +24,16 @@ pub(crate) async fn new_job<R: serde::Serialize>(
     create(app, job, root, renders).await
 }
 
+/// The log line of a job just queued: "crawl of https://... queued", or for a job whose root
+/// names no page (a search, an upload, a batch) "batch queued (batch:3-urls)".
+fn queued_line(kind: JobKind, root: &str) -> String {
+    if root.starts_with("http://") || root.starts_with("https://") {
+        format!("{} of {root} queued", kind.as_str())
+    } else {
+        format!("{} queued ({root})", kind.as_str())
+    }
+}
+
 /// [`create`] for a job whose input was stored beforehand under `input` (an upload's bytes, a
 /// batch's list): when the job is refused (a slot taken, say), the input goes too.
 pub(crate) async fn create_with_input(
@@ -117,7 +127,7 @@ pub(crate) async fn create(
         .append_logs(
             &user,
             &job.job_id,
-            &[NewLog::info(format!("{} of {root} queued", kind.as_str())).at(root.clone())],
+            &[NewLog::info(queued_line(kind, &root)).at(root.clone())],
         )
         .await?;
     Ok(job)
