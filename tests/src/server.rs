@@ -441,6 +441,23 @@ impl Api {
         }
     }
 
+    /// Polls until at least `pages` of the job's pages are completed (or panics after
+    /// `timeout`).
+    pub async fn wait_for_pages(&self, id: &str, pages: u64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.job(id).await["progress"]["pages_completed"]
+            .as_u64()
+            .unwrap_or(0)
+            < pages
+        {
+            assert!(
+                Instant::now() < deadline,
+                "job {id}: {pages} pages not done in time"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Every document of a job, following `next_cursor`.
     pub async fn all_results(&self, id: &str) -> Vec<Value> {
         let mut out = Vec::new();

@@ -286,15 +286,7 @@ async fn cancel_stops_fetching_keeps_results_and_frees_the_slot() {
     let body =
         json!({"url": site.url("/"), "use_sitemap": false, "limit": 1000, "max_concurrency": 2});
     let id = api.submit("crawl", &body).await;
-    let deadline = Instant::now() + WAIT;
-    while api.job(&id).await["progress"]["pages_completed"]
-        .as_u64()
-        .unwrap()
-        < 4
-    {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    api.wait_for_pages(&id, 4, WAIT).await;
     let r = api.delete(&format!("/api/jobs/{id}/cancel")).await;
     let cancelled_at = Instant::now();
     assert_eq!(r.status, 200);

@@ -206,15 +206,7 @@ async fn one_active_batch_per_user_and_cancel_keeps_what_was_stored() {
         .await;
     api.wait(&crawl, WAIT).await;
 
-    let deadline = Instant::now() + WAIT;
-    while api.job(&id).await["progress"]["pages_completed"]
-        .as_u64()
-        .unwrap()
-        < 4
-    {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    api.wait_for_pages(&id, 4, WAIT).await;
     let r = api.delete(&format!("/api/jobs/{id}/cancel")).await;
     assert_eq!(r.status, 200);
     let cancelled_at = Instant::now();

@@ -5,7 +5,7 @@ use super::page::{fetch_page, Pacing, Produced, Step};
 use super::polite::{at_host, robots_for};
 use super::runtime::JobRuntime;
 use super::{submit, App, AppError};
-use crate::domain::{CrawlRequest, Job, JobKind, PageOptions, UserId};
+use crate::domain::{BatchRequest, CrawlRequest, Job, JobKind, PageOptions, UserId};
 use crate::engine::robots::Robots;
 use crate::engine::sitemap::{self, Sitemap};
 use crate::engine::urls::{normalise, Scope};
@@ -32,6 +32,24 @@ pub(crate) struct PagePolicy<'a> {
     pub respect_robots: bool,
     /// Spacing of the job's requests to one origin (the origin's `Crawl-delay` may ask more).
     pub delay_ms: u64,
+}
+
+impl<'a> PagePolicy<'a> {
+    pub(crate) fn of_crawl(r: &'a CrawlRequest) -> Self {
+        PagePolicy {
+            opts: &r.page,
+            respect_robots: r.respect_robots,
+            delay_ms: r.delay_ms,
+        }
+    }
+
+    pub(crate) fn of_batch(r: &'a BatchRequest) -> Self {
+        PagePolicy {
+            opts: &r.page,
+            respect_robots: r.respect_robots,
+            delay_ms: r.delay_ms,
+        }
+    }
 }
 
 /// One page of a crawl or a batch, robots.txt obeyed unless the request says otherwise, its

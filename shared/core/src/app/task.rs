@@ -219,22 +219,14 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
     let step: Step<Produced> = match &req {
         JobRequest::Scrape(r) => scrape::run(app, &job, r, &rt, &task.url, &mut logs).await?,
         JobRequest::Crawl(r) => {
-            let policy = PagePolicy {
-                opts: &r.page,
-                respect_robots: r.respect_robots,
-                delay_ms: r.delay_ms,
-            };
+            let policy = PagePolicy::of_crawl(r);
             crawl::run(app, &job, policy, &rt, task, &mut logs).await?
         }
         JobRequest::Batch(r) if task.depth == 0 => {
             Step::Done(batch::expand(app, &job, r, task, &mut logs).await?)
         }
         JobRequest::Batch(r) => {
-            let policy = PagePolicy {
-                opts: &r.page,
-                respect_robots: r.respect_robots,
-                delay_ms: r.delay_ms,
-            };
+            let policy = PagePolicy::of_batch(r);
             crawl::run(app, &job, policy, &rt, task, &mut logs).await?
         }
         JobRequest::Map(r) => map::run(app, &job, r, &rt, &mut logs).await?.into(),
