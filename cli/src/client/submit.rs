@@ -89,6 +89,9 @@ pub async fn batch(
     page: &PageFlags,
     wait: &WaitFlags,
 ) -> Result<(), Failure> {
+    if flags.dir.is_some() && !wait.wait {
+        return Err(Failure::Usage("--out needs --wait".into()));
+    }
     let text = if file == Path::new("-") {
         std::io::read_to_string(std::io::stdin())
     } else {
@@ -100,9 +103,6 @@ pub async fn batch(
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    if flags.dir.is_some() && !wait.wait {
-        return Err(Failure::Usage("--out needs --wait".into()));
-    }
     let mut options = PageOptions::default();
     page.apply(&mut options)?;
     let mut body = match serde_json::to_value(&options) {
