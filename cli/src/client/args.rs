@@ -99,6 +99,18 @@ impl PageFlags {
     }
 }
 
+/// How a crawl or a batch fetches its pages.
+#[derive(Args, Debug)]
+pub struct PaceFlags {
+    /// Do not obey robots.txt.
+    #[arg(long)]
+    pub ignore_robots: bool,
+    #[arg(long)]
+    pub max_concurrency: Option<u64>,
+    #[arg(long)]
+    pub delay_ms: Option<u64>,
+}
+
 /// Waiting for the job a command submits.
 #[derive(Args, Debug)]
 pub struct WaitFlags {
@@ -162,13 +174,8 @@ pub enum ClientCommand {
         /// Do not read the site's sitemaps.
         #[arg(long)]
         no_sitemap: bool,
-        /// Do not obey robots.txt.
-        #[arg(long)]
-        ignore_robots: bool,
-        #[arg(long)]
-        max_concurrency: Option<u64>,
-        #[arg(long)]
-        delay_ms: Option<u64>,
+        #[command(flatten)]
+        pace: PaceFlags,
         #[command(flatten)]
         page: PageFlags,
         #[command(flatten)]
@@ -181,13 +188,8 @@ pub enum ClientCommand {
         /// Drop invalid URLs (listed in the answer) instead of refusing the batch.
         #[arg(long)]
         ignore_invalid_urls: bool,
-        /// Do not obey robots.txt.
-        #[arg(long)]
-        ignore_robots: bool,
-        #[arg(long)]
-        max_concurrency: Option<u64>,
-        #[arg(long)]
-        delay_ms: Option<u64>,
+        #[command(flatten)]
+        pace: PaceFlags,
         /// With --wait: write one Markdown file per document into this directory.
         #[arg(long)]
         out: Option<PathBuf>,

@@ -108,9 +108,7 @@ pub async fn run(args: ClientArgs, cmd: ClientCommand) -> Result<(), Failure> {
             allow_subdomains,
             allow_external,
             no_sitemap,
-            ignore_robots,
-            max_concurrency,
-            delay_ms,
+            pace,
             page,
             wait,
         } => {
@@ -122,27 +120,21 @@ pub async fn run(args: ClientArgs, cmd: ClientCommand) -> Result<(), Failure> {
                 allow_subdomains,
                 allow_external,
                 no_sitemap,
-                ignore_robots,
-                max_concurrency,
-                delay_ms,
+                pace,
             };
             submit::crawl(&api, &out, url, flags, &page, &wait).await
         }
         ClientCommand::Batch {
             file,
             ignore_invalid_urls,
-            ignore_robots,
-            max_concurrency,
-            delay_ms,
+            pace,
             out: dir,
             page,
             wait,
         } => {
             let flags = submit::BatchFlags {
                 ignore_invalid_urls,
-                ignore_robots,
-                max_concurrency,
-                delay_ms,
+                pace,
                 dir,
             };
             submit::batch(&api, &out, &file, flags, &page, &wait).await

@@ -3,7 +3,7 @@
 //! follows the job to its end.
 
 use super::api::{Api, Body, Reply};
-use super::args::{PageFlags, WaitFlags};
+use super::args::{PaceFlags, PageFlags, WaitFlags};
 use super::jobs::{describe, results};
 use super::wait::until_final;
 use super::{s, Failure, Out};
@@ -41,9 +41,7 @@ pub struct CrawlFlags {
     pub allow_subdomains: bool,
     pub allow_external: bool,
     pub no_sitemap: bool,
-    pub ignore_robots: bool,
-    pub max_concurrency: Option<u64>,
-    pub delay_ms: Option<u64>,
+    pub pace: PaceFlags,
 }
 
 pub async fn crawl(
@@ -62,9 +60,9 @@ pub async fn crawl(
     req.allow_subdomains = flags.allow_subdomains;
     req.allow_external = flags.allow_external;
     req.use_sitemap = !flags.no_sitemap;
-    req.respect_robots = !flags.ignore_robots;
-    req.max_concurrency = flags.max_concurrency.unwrap_or(req.max_concurrency);
-    req.delay_ms = flags.delay_ms.unwrap_or(req.delay_ms);
+    req.respect_robots = !flags.pace.ignore_robots;
+    req.max_concurrency = flags.pace.max_concurrency.unwrap_or(req.max_concurrency);
+    req.delay_ms = flags.pace.delay_ms.unwrap_or(req.delay_ms);
     page.apply(&mut req.page)?;
     submit(api, out, "/api/crawl", json(&req)?, wait).await?;
     Ok(())
@@ -73,9 +71,7 @@ pub async fn crawl(
 /// The batch's own flags.
 pub struct BatchFlags {
     pub ignore_invalid_urls: bool,
-    pub ignore_robots: bool,
-    pub max_concurrency: Option<u64>,
-    pub delay_ms: Option<u64>,
+    pub pace: PaceFlags,
     /// Where the documents are written once the job ends (with `--wait`).
     pub dir: Option<PathBuf>,
 }
@@ -114,11 +110,11 @@ pub async fn batch(
         "ignore_invalid_urls".into(),
         json!(flags.ignore_invalid_urls),
     );
-    body.insert("respect_robots".into(), json!(!flags.ignore_robots));
-    if let Some(n) = flags.max_concurrency {
+    body.insert("respect_robots".into(), json!(!flags.pace.ignore_robots));
+    if let Some(n) = flags.pace.max_concurrency {
         body.insert("max_concurrency".into(), json!(n));
     }
-    if let Some(n) = flags.delay_ms {
+    if let Some(n) = flags.pace.delay_ms {
         body.insert("delay_ms".into(), json!(n));
     }
     let id = submit(
