@@ -285,10 +285,20 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         crawl::discover(app, &job, r, &rt, task, links, &mut logs).await?;
     }
 
-    // The page's lines are written before its completion, so that every page's lines are in
-    // when the last completion ends the job and its totals are written after them. (Another
-    // delivery cannot complete this node meanwhile: this one holds its lease.)
-    if key.is_some() {
+    let outcome = PageOutcome {
+        status: if error.is_some() {
+            NodeStatus::Failed
+        } else {
+            NodeStatus::Completed
+        },
+        status_code,
+        document_key: key.clone(),
+    };
+    let c = app
+        .jobs
+        .complete_node(user, job_id, &task.url, &outcome)
+        .await?;
+    if c.applied && key.is_some() {
         logs.push(match (&error, status_code) {
             (None, _)
                 if !matches!(
@@ -305,19 +315,6 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         });
     }
     app.jobs.append_logs(user, job_id, &logs).await?;
-    let outcome = PageOutcome {
-        status: if error.is_some() {
-            NodeStatus::Failed
-        } else {
-            NodeStatus::Completed
-        },
-        status_code,
-        document_key: key,
-    };
-    let c = app
-        .jobs
-        .complete_node(user, job_id, &task.url, &outcome)
-        .await?;
     if c.pending == 0 {
         finish(app, &job, error.as_ref()).await?;
     } else if redelivered && requeue_turn(app, &job).await? {
