@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs the AWS emulator (moto server), the template checkers (cfn-lint, SAM CLI), the
-# API fuzzer (schemathesis) and cargo-lambda into ./.venv when missing.
+# API fuzzer (schemathesis), cargo-lambda and the reference webhook verifier (standardwebhooks)
+# into ./.venv when missing.
 # Source it to start the emulator (scripts/aws_emulator.py) on a free loopback port: it exports
 # AWS_ENDPOINT_URL and dummy credentials, and `stop_aws_emulator` stops it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
 if [ ! -x "$venv/bin/moto_server" ] || [ ! -x "$venv/bin/cfn-lint" ] || [ ! -x "$venv/bin/sam" ] \
-  || [ ! -x "$venv/bin/schemathesis" ] || [ ! -x "$venv/bin/cargo-lambda" ]; then
+  || [ ! -x "$venv/bin/schemathesis" ] || [ ! -x "$venv/bin/cargo-lambda" ] \
+  || ! "$venv/bin/python" -c 'import standardwebhooks' 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check \
-    'moto[server]==5.*' 'cfn-lint==1.*' 'aws-sam-cli==1.*' 'schemathesis==4.*' 'cargo-lambda==1.*'
+    'moto[server]==5.*' 'cfn-lint==1.*' 'aws-sam-cli==1.*' 'schemathesis==4.*' 'cargo-lambda==1.*' \
+    'standardwebhooks==1.*'
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$venv/bin/python" "$root/scripts/aws_emulator.py" 127.0.0.1 "$port" >"${TMPDIR:-/tmp}/sarvcrawl-moto-$port.log" 2>&1 &

@@ -93,6 +93,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SARVCRAWL_MONITOR_MIN_INTERVAL", default_value_t = 60)]
     monitor_min_interval: u64,
 
+    /// The pauses before each retry of a webhook delivery, in seconds, comma-separated.
+    /// Default: 5,30,120,600,1800,3600,10800,21600,43200 (about 24 hours).
+    #[arg(long, env = "SARVCRAWL_WEBHOOK_RETRIES", value_name = "SECONDS,...", value_parser = parse_retries)]
+    webhook_retries: Option<Retries>,
+
     /// The Chromium executable for `render: true`. Default: `chromium` (or Chrome) on PATH.
     #[arg(long, env = "SARVCRAWL_CHROMIUM", value_name = "PATH")]
     chromium: Option<PathBuf>,
@@ -234,6 +239,10 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
                 per_host_concurrency: args.per_host_concurrency.max(1),
                 slot_lease: Duration::from_secs(args.slot_lease.max(1)),
                 stall_after: Duration::from_secs(args.stalled_minutes.max(1) * 60),
+                webhook_retries: args
+                    .webhook_retries
+                    .clone()
+                    .map_or_else(|| Config::default().webhook_retries, |r| r.0),
                 ..Config::default()
             }
             .with_visibility(visibility),
@@ -412,4 +421,12 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutting down");
+}
+
+/// The pauses of `--webhook-retries`.
+#[derive(Debug, Clone)]
+struct Retries(Vec<Duration>);
+
+fn parse_retries(s: &str) -> Result<Retries, String> {
+    sarvcrawl_core::app::webhook::parse_retries(s).map(Retries)
 }

@@ -14,6 +14,7 @@ pub mod keys;
 pub mod lambda;
 mod monitors;
 mod s3;
+mod signing;
 pub(crate) mod sqs;
 
 pub use dynamo::DynamoStore;

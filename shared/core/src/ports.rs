@@ -4,7 +4,9 @@
 //! Every method that can race is specified as one conditional write, so any adapter that
 //! honours the contract keeps the per-user slot, URL claims, counters and final status exact.
 
-use crate::domain::{Job, JobError, JobId, JobKind, JobStatus, Monitor, MonitorId, UserId};
+use crate::domain::{
+    Job, JobError, JobId, JobKind, JobStatus, Monitor, MonitorId, SigningKeys, UserId,
+};
 use crate::engine::fetch::{FetchError, Fetched};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -521,6 +523,9 @@ pub struct Task {
     /// back to wait for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<DateTime<Utc>>,
+    /// Not a page: the job's webhook deliveries are due (`url` is empty).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub webhook: bool,
 }
 
 impl Task {
@@ -539,6 +544,7 @@ impl Task {
             depth,
             render,
             not_before: None,
+            webhook: false,
         }
     }
 }
@@ -672,11 +678,21 @@ pub trait Gates: Send + Sync {
     ) -> StoreResult<DateTime<Utc>>;
 }
 
-/// Everything a backend stores besides documents: jobs, monitors, idempotency records and
-/// gates.
-pub trait Store: JobStore + MonitorStore + IdempotencyStore + Gates {}
+/// Each user's webhook signing keys, written only over the version read.
+#[async_trait]
+pub trait SigningKeyStore: Send + Sync {
+    /// The user's keys, if any were made.
+    async fn signing_keys(&self, user: &UserId) -> StoreResult<Option<SigningKeys>>;
+    /// Stores `keys` as version `keys.version + 1` if the stored version is `keys.version`
+    /// (or, for version 0, if the user has none); false when another write came first.
+    async fn save_signing_keys(&self, user: &UserId, keys: &SigningKeys) -> StoreResult<bool>;
+}
 
-impl<T: JobStore + MonitorStore + IdempotencyStore + Gates> Store for T {}
+/// Everything a backend stores besides documents: jobs, monitors, idempotency records, gates
+/// and signing keys.
+pub trait Store: JobStore + MonitorStore + IdempotencyStore + Gates + SigningKeyStore {}
+
+impl<T: JobStore + MonitorStore + IdempotencyStore + Gates + SigningKeyStore> Store for T {}
 
 /// One hit of a web search.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

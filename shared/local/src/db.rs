@@ -115,6 +115,12 @@ const MIGRATIONS: &[&str] = &[
          expires_at INTEGER NOT NULL
      ) WITHOUT ROWID;
      CREATE INDEX paces_by_expiry ON paces (expires_at)",
+    // Each user's webhook signing keys.
+    "CREATE TABLE signing_keys (
+         user_id TEXT PRIMARY KEY,
+         version INTEGER NOT NULL,
+         body TEXT NOT NULL
+     )",
 ];
 
 /// Creates the schema and brings it up to date.

@@ -7,6 +7,7 @@ mod gates;
 mod idempotency;
 mod monitors;
 mod queue;
+mod signing;
 mod store;
 
 pub use blobs::FsBlobs;

@@ -780,7 +780,11 @@ async fn the_event_files_cover_every_route_and_each_is_handled() {
         let req = lambda_http::request::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
         let resp = f.api(req).await;
         let expected: &[u16] = match route.as_str() {
-            "GET /api/health" | "GET /api/jobs" | "GET /api/monitors" => &[200],
+            "GET /api/health"
+            | "GET /api/jobs"
+            | "GET /api/monitors"
+            | "GET /api/webhooks/secret"
+            | "POST /api/webhooks/secret/rotate" => &[200],
             // Web search needs a provider the emulator's deployment lacks.
             "POST /api/search" => &[202, 503],
             r if r.starts_with("POST ") => &[202],

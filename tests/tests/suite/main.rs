@@ -28,3 +28,4 @@ mod search;
 mod ssrf;
 mod store;
 mod upload;
+mod webhooks;

@@ -48,8 +48,9 @@ fn allow_nets() -> Result<Vec<IpNet>, Error> {
 /// (seconds, 60), `SARVCRAWL_VISIBILITY_TIMEOUT` (seconds: how long a worker holds a page, the
 /// queue's visibility timeout), `SARVCRAWL_MAX_RECEIVES` (deliveries of a task before it is
 /// given up, the queue's `maxReceiveCount`), `SARVCRAWL_PER_HOST_CONCURRENCY` (requests to one
-/// host at once, 8), `SARVCRAWL_SLOT_LEASE` (seconds, 900) and `SARVCRAWL_STALLED_MINUTES`
-/// (30).
+/// host at once, 8), `SARVCRAWL_SLOT_LEASE` (seconds, 900), `SARVCRAWL_STALLED_MINUTES`
+/// (30) and `SARVCRAWL_WEBHOOK_RETRIES` (seconds before each retry of a webhook delivery,
+/// comma-separated).
 fn config() -> Result<Config, Error> {
     fn number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, Error>
     where
@@ -83,6 +84,10 @@ fn config() -> Result<Config, Error> {
     }
     if let Some(minutes) = number::<u64>("SARVCRAWL_STALLED_MINUTES")? {
         config.stall_after = secs(minutes.max(1) * 60);
+    }
+    if let Ok(v) = std::env::var("SARVCRAWL_WEBHOOK_RETRIES") {
+        config.webhook_retries = sarvcrawl_core::app::webhook::parse_retries(&v)
+            .map_err(|e| format!("SARVCRAWL_WEBHOOK_RETRIES: {e}"))?;
     }
     // The work queue's visibility timeout (template.yaml sets it), as `serve` has its own.
     if let Some(visibility) = number("SARVCRAWL_VISIBILITY_TIMEOUT")? {

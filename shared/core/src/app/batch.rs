@@ -44,6 +44,7 @@ pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Submitted, 
         max_concurrency: body.max_concurrency,
         delay_ms: body.delay_ms,
         page: body.page,
+        webhook: body.webhook,
     };
     job.request = serde_json::to_value(&req).map_err(StoreError::new)?;
     let list = serde_json::to_vec(&urls).map_err(StoreError::new)?;

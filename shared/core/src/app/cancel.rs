@@ -1,6 +1,6 @@
 //! Cancelling a job: final at once, slot freed in the same write; no fetch starts after it.
 
-use super::{query, App, AppError};
+use super::{query, webhook, App, AppError};
 use crate::domain::{Job, JobStatus, UserId};
 use crate::ports::NewLog;
 
@@ -27,6 +27,7 @@ pub async fn cancel(app: &App, user: &UserId, id: &str) -> Result<Job, AppError>
         app.jobs
             .append_logs(user, &job.job_id, &[NewLog::info("cancelled by the user")])
             .await?;
+        webhook::nudge(app, &after).await;
     }
     Ok(after)
 }

@@ -97,6 +97,7 @@ fn rules(req: &MapRequest, page: PageOptions) -> CrawlRequest {
         max_concurrency: CONCURRENCY as u64,
         delay_ms: 0,
         page,
+        webhook: None,
     }
 }
 

@@ -20,6 +20,7 @@ mod submit;
 pub mod sweep;
 pub mod task;
 pub mod upload;
+pub mod webhook;
 pub mod worker;
 
 use crate::domain::validate::Problem;
@@ -28,7 +29,7 @@ use crate::engine::fetch::Fetcher;
 use crate::engine::pool::WorkPool;
 use crate::ports::{
     BlobStore, Clock, Gates, IdempotencyStore, JobStore, MonitorStore, Renderer, SearchProvider,
-    Store, StoreError, WorkQueue,
+    SigningKeyStore, Store, StoreError, WorkQueue,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +65,9 @@ pub struct Config {
     /// Longest the CPU-heavy work of one item (extracting a page or a document, a monitor's
     /// diff) may take before the item fails with `TIMEOUT`.
     pub work_limit: Duration,
+    /// The pauses before each retry of a webhook delivery (jittered; a `Retry-After` of the
+    /// receiver's may lengthen one); a delivery is tried once more than there are pauses.
+    pub webhook_retries: Vec<Duration>,
 }
 
 impl Config {
@@ -95,6 +99,10 @@ impl Default for Config {
             max_active_jobs: 10,
             monitor_min_interval: 60,
             work_limit: Duration::from_secs(10),
+            webhook_retries: webhook::RETRY_SCHEDULE
+                .iter()
+                .map(|s| Duration::from_secs(*s))
+                .collect(),
         }
     }
 }
@@ -105,6 +113,7 @@ pub struct App {
     pub monitors: Arc<dyn MonitorStore>,
     pub idempotency: Arc<dyn IdempotencyStore>,
     pub gates: Arc<dyn Gates>,
+    pub signing: Arc<dyn SigningKeyStore>,
     pub queue: Arc<dyn WorkQueue>,
     pub blobs: Arc<dyn BlobStore>,
     pub clock: Arc<dyn Clock>,
@@ -134,6 +143,7 @@ impl App {
             jobs: store.clone(),
             monitors: store.clone(),
             idempotency: store.clone(),
+            signing: store.clone(),
             gates: store,
             queue,
             blobs,

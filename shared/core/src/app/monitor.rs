@@ -4,7 +4,7 @@
 
 use super::page::{fetch_page, Pacing, Produced, Step};
 use super::runtime::JobRuntime;
-use super::{submit, App, AppError};
+use super::{submit, webhook, App, AppError};
 use crate::domain::validate::Problem;
 use crate::domain::{
     CheckRequest, Job, JobId, JobKind, LastDelivery, Monitor, MonitorId, MonitorPatch,
@@ -12,11 +12,11 @@ use crate::domain::{
 };
 use crate::engine::budget::Exceeded;
 use crate::engine::diff;
+use crate::engine::fetch::Posted;
 use crate::ports::{NewLog, StoreError, StoreResult};
-use base64::Engine;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, Mac};
+
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -48,16 +48,6 @@ async fn check_notify_url(app: &App, url: &url::Url) -> Result<(), AppError> {
     Ok(())
 }
 
-fn new_secret() -> Result<String, AppError> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| StoreError::transient(format!("no randomness: {e}")))?;
-    Ok(format!(
-        "whsec_{}",
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    ))
-}
-
 /// Creates a monitor and its first check (which takes the baseline): `(monitor, check job)`.
 pub async fn create(app: &App, user: &UserId, body: &[u8]) -> Result<(Monitor, Job), AppError> {
     let req =
@@ -75,7 +65,7 @@ pub async fn create(app: &App, user: &UserId, body: &[u8]) -> Result<(Monitor, J
         selector: req.selector,
         page: req.page,
         status: MonitorStatus::Active,
-        secret: new_secret()?,
+        secret: webhook::new_secret()?,
         created_at: now,
         last_checked_at: None,
         last_changed_at: None,
@@ -240,25 +230,6 @@ fn snapshot_key(m: &Monitor) -> String {
     format!("{}/monitors/{}/snapshot.md", m.user_id, m.monitor_id)
 }
 
-/// The Standard Webhooks signature of a delivery: `v1,<base64 HMAC-SHA256>` over
-/// `id.timestamp.body`, keyed with the secret's bytes.
-pub fn signature(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
-    let key = secret
-        .strip_prefix("whsec_")
-        .and_then(|k| base64::engine::general_purpose::STANDARD.decode(k).ok())
-        .unwrap_or_else(|| secret.as_bytes().to_vec());
-    let mut mac = match Hmac::<Sha256>::new_from_slice(&key) {
-        Ok(m) => m,
-        Err(_) => return String::new(),
-    };
-    mac.update(format!("{id}.{timestamp}.").as_bytes());
-    mac.update(body);
-    format!(
-        "v1,{}",
-        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
-    )
-}
-
 /// POSTs a change to the monitor's notify URL through the guarded client, retrying with
 /// growing pauses; every try is logged. Redirects are not followed; only 2xx counts.
 async fn deliver(
@@ -288,7 +259,7 @@ async fn deliver(
             ("webhook-timestamp".to_string(), timestamp.to_string()),
             (
                 "webhook-signature".to_string(),
-                signature(&m.secret, webhook_id, timestamp, body),
+                webhook::signature(&m.secret, webhook_id, timestamp, body),
             ),
         ];
         last.at = app.clock.now();
@@ -303,7 +274,7 @@ async fn deliver(
             .await;
         let try_no = attempt + 1;
         match r {
-            Ok(code) => {
+            Ok(Posted { status: code, .. }) => {
                 last.status_code = Some(code);
                 if (200..300).contains(&code) {
                     last.error = None;
@@ -527,14 +498,5 @@ mod tests {
     fn normalised_markdown_ignores_spacing_noise() {
         assert_eq!(normalise("# A  \n\n\n\ntext \n"), "# A\n\ntext\n");
         assert_eq!(normalise("\n\nx"), "x\n");
-    }
-
-    #[test]
-    fn signature_follows_standard_webhooks() {
-        // The example of the Standard Webhooks specification.
-        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-        let body = br#"{"test": 2432232314}"#;
-        let sig = signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body);
-        assert_eq!(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
     }
 }

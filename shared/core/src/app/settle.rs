@@ -3,7 +3,7 @@
 //! failed page so its job can end.
 
 use super::page::document_key;
-use super::{document, App};
+use super::{document, webhook, App};
 use crate::domain::{ErrorCode, Job, JobError, JobKind, JobStatus};
 use crate::ports::{NewLog, NodeStatus, PageOutcome, SkipReason, StoreError, StoreResult, Task};
 use bytes::Bytes;
@@ -63,6 +63,11 @@ pub fn gave_up_after(attempts: u32) -> String {
 /// queue's consumer. False, recording nothing, while another delivery still fetches the page
 /// under a live lease: try again later.
 pub async fn abandon(app: &App, task: &Task, reason: &str) -> StoreResult<bool> {
+    if task.webhook {
+        // Not a page: the job's webhook pump, which must not be lost.
+        webhook::requeue(app, task).await?;
+        return Ok(true);
+    }
     if held(app, task).await {
         return Ok(false);
     }
@@ -140,6 +145,7 @@ pub(crate) async fn finish(app: &App, job: &Job, page_error: Option<&JobError>) 
         return Ok(());
     }
     app.runtime.forget(job_id);
+    webhook::nudge(app, &current).await;
     let mut skipped: BTreeMap<SkipReason, u64> = BTreeMap::new();
     if job.kind == JobKind::Crawl {
         for row in app.jobs.tree(user, job_id, u32::MAX).await? {

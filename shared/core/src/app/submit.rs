@@ -1,7 +1,7 @@
 //! Creating a job, for every kind: store the job with its claim (slot or cap) and root node in
 //! one write, queue its first task, log it. Each kind validates its own request first.
 
-use super::{App, AppError};
+use super::{webhook, App, AppError};
 use crate::domain::validate::Problem;
 use crate::domain::{ErrorCode, Job, JobError, JobKind, JobStatus, UserId};
 use crate::engine::urls::normalise;
@@ -81,6 +81,7 @@ pub(crate) async fn create(
     renders: bool,
 ) -> Result<Job, AppError> {
     let (user, kind, now) = (job.user_id.clone(), job.kind, job.created_at);
+    webhook::check_destination(app, &job).await?;
     let lease =
         chrono::Duration::from_std(app.config.slot_lease).unwrap_or(chrono::Duration::minutes(15));
     let claim = if kind.has_own_slot() {
@@ -108,8 +109,9 @@ pub(crate) async fn create(
             })
         }
     }
-    let task = Task::new(&user, &job.job_id, root.clone(), 0, renders);
-    if let Err(e) = app.queue.send(&[task]).await {
+    let mut tasks = vec![Task::new(&user, &job.job_id, root.clone(), 0, renders)];
+    tasks.extend(webhook::first_run(&job));
+    if let Err(e) = app.queue.send(&tasks).await {
         // Never leave a queued job that no task will ever run: fail it and free the slot.
         let error = JobError::new(ErrorCode::Internal, "the job could not be queued");
         app.jobs

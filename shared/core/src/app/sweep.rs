@@ -9,7 +9,7 @@
 
 use super::frontier::requeue_unstarted;
 use super::settle::finish;
-use super::App;
+use super::{webhook, App};
 use crate::domain::{ErrorCode, JobError, JobRequest};
 use crate::ports::{ActiveJob, NewLog, StoreResult};
 
@@ -75,6 +75,9 @@ pub async fn sweep(app: &App) -> StoreResult<Swept> {
             app.runtime.forget(id);
             let log = NewLog::warn(format!("failed: {}", error.message));
             app.jobs.append_logs(user, id, &[log]).await?;
+            if let Some(full) = app.jobs.get_job(user, id).await? {
+                webhook::nudge(app, &full).await;
+            }
             swept.failed += 1;
         }
     }

@@ -7,7 +7,7 @@ use super::frontier::{advance, requeue_unstarted};
 use super::page::{document_key, Produced, Step};
 use super::polite::chrono_of;
 use super::settle::{abandon, finish, gave_up_after, settle_cancelled, task_lease};
-use super::{batch, crawl, map, monitor, scrape, search, upload, App};
+use super::{batch, crawl, map, monitor, scrape, search, upload, webhook, App};
 use crate::domain::{ErrorCode, Job, JobError, JobRequest, JobStatus};
 use crate::ports::{Delivery, NewLog, NodeStatus, PageOutcome, StoreError, StoreResult, Task};
 use crate::stages::{timed, Stage};
@@ -88,6 +88,16 @@ async fn process_in(app: &App, d: &Delivery) -> Disposition {
 }
 
 async fn attempt(app: &App, d: &Delivery) -> Disposition {
+    if d.task.webhook {
+        if d.receive_count > app.config.max_receives {
+            // Its deliveries ran out on errors: a fresh task takes its place.
+            return match webhook::requeue(app, &d.task).await {
+                Ok(()) => Disposition::Ack,
+                Err(_) => Disposition::Retry,
+            };
+        }
+        return webhook::run(app, &d.task).await;
+    }
     let given_up = if d.interrupted >= MAX_INTERRUPTED {
         Some(format!(
             "gave up: the worker stopped {} times while processing this page",
@@ -193,6 +203,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
                 &[NewLog::info(format!("started {}", job.kind.as_str()))],
             )
             .await?;
+        webhook::nudge(app, &job).await;
     }
 
     if !app

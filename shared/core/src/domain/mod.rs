@@ -5,6 +5,7 @@ pub mod job;
 pub mod monitor;
 pub mod request;
 pub mod validate;
+pub mod webhook;
 
 pub use ids::{JobId, UserId};
 pub use job::{ErrorCode, Job, JobError, JobKind, JobStatus, Progress};
@@ -16,3 +17,4 @@ pub use request::{
     BatchBody, BatchRequest, CrawlRequest, Format, JobRequest, MapRequest, PageOptions,
     ScrapeRequest, SearchRequest, UploadRequest,
 };
+pub use webhook::{EventType, SigningKeys, WebhookSpec};

@@ -2,6 +2,7 @@
 //! exactly what the job does.
 
 use super::validate::{Fields, Problem};
+use super::webhook::WebhookSpec;
 use super::{CheckRequest, Job, JobKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -76,6 +77,9 @@ pub struct ScrapeRequest {
     pub url: String,
     #[serde(flatten)]
     pub page: PageOptions,
+    /// Where the job's events are sent, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
 }
 
 impl ScrapeRequest {
@@ -84,6 +88,7 @@ impl ScrapeRequest {
         ScrapeRequest {
             url: url.into(),
             page: PageOptions::default(),
+            webhook: None,
         }
     }
 }
@@ -104,6 +109,9 @@ pub struct CrawlRequest {
     pub delay_ms: u64,
     #[serde(flatten)]
     pub page: PageOptions,
+    /// Where the job's events are sent, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
 }
 
 impl CrawlRequest {
@@ -122,6 +130,7 @@ impl CrawlRequest {
             max_concurrency: 8,
             delay_ms: 0,
             page: PageOptions::default(),
+            webhook: None,
         }
     }
 }
@@ -134,6 +143,9 @@ pub struct MapRequest {
     pub use_sitemap: bool,
     pub include_subdomains: bool,
     pub search: Option<String>,
+    /// Where the job's events are sent, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
 }
 
 impl MapRequest {
@@ -145,6 +157,7 @@ impl MapRequest {
             use_sitemap: true,
             include_subdomains: false,
             search: None,
+            webhook: None,
         }
     }
 }
@@ -157,6 +170,9 @@ pub struct SearchRequest {
     pub scrape: bool,
     #[serde(flatten)]
     pub page: PageOptions,
+    /// Where the job's events are sent, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
 }
 
 impl SearchRequest {
@@ -167,6 +183,7 @@ impl SearchRequest {
             limit: 5,
             scrape: true,
             page: PageOptions::default(),
+            webhook: None,
         }
     }
 }
@@ -182,6 +199,9 @@ pub struct UploadRequest {
     pub source_key: String,
     #[serde(flatten)]
     pub page: PageOptions,
+    /// Where the job's events are sent, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
 }
 
 /// `POST /api/batch/scrape`, as stored with its job. The URLs themselves are kept apart, under
@@ -200,6 +220,9 @@ pub struct BatchRequest {
     pub delay_ms: u64,
     #[serde(flatten)]
     pub page: PageOptions,
+    /// Where the job's events are sent, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
 }
 
 /// Most URLs of one batch.
@@ -215,6 +238,7 @@ pub struct BatchBody {
     pub max_concurrency: u64,
     pub delay_ms: u64,
     pub page: PageOptions,
+    pub webhook: Option<WebhookSpec>,
 }
 
 impl BatchBody {
@@ -258,6 +282,7 @@ impl BatchBody {
         let max_concurrency = f.integer("max_concurrency", d.max_concurrency, 1, 64);
         let delay_ms = f.integer("delay_ms", d.delay_ms, 0, 60_000);
         let page = page_options(&mut f);
+        let webhook = WebhookSpec::read(&mut f);
         f.finish()?;
         Ok(BatchBody {
             urls,
@@ -266,6 +291,7 @@ impl BatchBody {
             max_concurrency,
             delay_ms,
             page,
+            webhook,
         })
     }
 }
@@ -414,10 +440,12 @@ impl ScrapeRequest {
         let mut f = Fields::from_body(body)?;
         let url = f.url("url");
         let page = page_options(&mut f);
+        let webhook = WebhookSpec::read(&mut f);
         f.finish()?;
         Ok(ScrapeRequest {
             url: url.map(String::from).unwrap_or_default(),
             page,
+            webhook,
         })
     }
 }
@@ -439,6 +467,7 @@ impl CrawlRequest {
         let max_concurrency = f.integer("max_concurrency", d.max_concurrency, 1, 64);
         let delay_ms = f.integer("delay_ms", d.delay_ms, 0, 60_000);
         let page = page_options(&mut f);
+        let webhook = WebhookSpec::read(&mut f);
         f.finish()?;
         Ok(CrawlRequest {
             url: url.map(String::from).unwrap_or_default(),
@@ -453,6 +482,7 @@ impl CrawlRequest {
             max_concurrency,
             delay_ms,
             page,
+            webhook,
         })
     }
 }
@@ -467,6 +497,7 @@ impl MapRequest {
         let use_sitemap = f.boolean("use_sitemap", d.use_sitemap);
         let include_subdomains = f.boolean("include_subdomains", d.include_subdomains);
         let search = f.string("search", 256);
+        let webhook = WebhookSpec::read(&mut f);
         f.finish()?;
         Ok(MapRequest {
             url: url.map(String::from).unwrap_or_default(),
@@ -474,6 +505,7 @@ impl MapRequest {
             use_sitemap,
             include_subdomains,
             search,
+            webhook,
         })
     }
 }
@@ -492,12 +524,14 @@ impl SearchRequest {
         let limit = f.integer("limit", d.limit, 1, 20);
         let scrape = f.boolean("scrape", d.scrape);
         let page = page_options(&mut f);
+        let webhook = WebhookSpec::read(&mut f);
         f.finish()?;
         Ok(SearchRequest {
             query: query.unwrap_or_default(),
             limit,
             scrape,
             page,
+            webhook,
         })
     }
 }
@@ -513,7 +547,19 @@ impl UploadRequest {
         source_key: String,
     ) -> Result<Self, Vec<Problem>> {
         let mut map = serde_json::Map::new();
+        let mut webhook = serde_json::Map::new();
         for (k, v) in query {
+            // The webhook's fields, as `webhook_url`, `webhook_events` (comma-separated) and
+            // `webhook_metadata` (a JSON object).
+            if let Some(field) = k.strip_prefix("webhook_") {
+                let value = match field {
+                    "events" => serde_json::json!(v.split(',').map(str::trim).collect::<Vec<_>>()),
+                    "metadata" => serde_json::from_str(v).unwrap_or(serde_json::json!(v)),
+                    _ => serde_json::json!(v),
+                };
+                webhook.insert(field.to_string(), value);
+                continue;
+            }
             let value = match k.as_str() {
                 "formats" | "include_selectors" | "exclude_selectors" => {
                     serde_json::json!(v.split(',').map(str::trim).collect::<Vec<_>>())
@@ -529,6 +575,9 @@ impl UploadRequest {
             };
             map.insert(k.clone(), value);
         }
+        if !webhook.is_empty() {
+            map.insert("webhook".into(), serde_json::Value::Object(webhook));
+        }
         let body = serde_json::Value::Object(map).to_string();
         let mut f = Fields::from_body(body.as_bytes())?;
         let filename = f.string("filename", 255);
@@ -537,6 +586,7 @@ impl UploadRequest {
             render: false,
             ..page_options(&mut f)
         };
+        let webhook = WebhookSpec::read(&mut f);
         f.finish()?;
         Ok(UploadRequest {
             filename,
@@ -545,6 +595,7 @@ impl UploadRequest {
             bytes,
             source_key,
             page,
+            webhook,
         })
     }
 }

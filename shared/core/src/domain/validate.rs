@@ -60,6 +60,11 @@ impl Fields {
         }
     }
 
+    /// The field's value as given (null counts as absent).
+    pub fn value(&mut self, field: &str) -> Option<Value> {
+        self.take(field)
+    }
+
     /// A required absolute http(s) URL of at most [`MAX_URL_BYTES`].
     pub fn url(&mut self, field: &str) -> Option<url::Url> {
         match self.take(field) {

@@ -72,6 +72,13 @@ impl FetchError {
     }
 }
 
+/// The answer to a POST: its status, and how long it asked to be left alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Posted {
+    pub status: u16,
+    pub retry_after: Option<Duration>,
+}
+
 /// A fetched response with its body read (and decoded) in full.
 #[derive(Debug, Clone)]
 pub struct Fetched {
@@ -137,15 +144,16 @@ impl Fetcher {
         }
     }
 
-    /// POSTs `body` to `url` once, within `deadline`, and returns the status. Redirects are
-    /// not followed (a 3xx is the answer); the destination is checked like every fetch's.
+    /// POSTs `body` to `url` once, within `deadline`, and returns the status and the
+    /// answer's `Retry-After` (in seconds). Redirects are not followed (a 3xx is the answer);
+    /// the destination is checked like every fetch's.
     pub async fn post(
         &self,
         url: &Url,
         headers: &[(String, String)],
         body: Bytes,
         deadline: Duration,
-    ) -> Result<u16, FetchError> {
+    ) -> Result<Posted, FetchError> {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(FetchError::BadRedirect);
         }
@@ -158,7 +166,16 @@ impl Fetcher {
         }
         let send = async {
             let resp = req.send().await.map_err(classify)?;
-            Ok::<_, FetchError>(resp.status().as_u16())
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            Ok::<_, FetchError>(Posted {
+                status: resp.status().as_u16(),
+                retry_after,
+            })
         };
         match tokio::time::timeout(deadline, send).await {
             Ok(r) => r,

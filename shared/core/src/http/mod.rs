@@ -5,7 +5,7 @@ mod idempotency;
 mod response;
 
 use crate::app::{
-    batch, cancel, crawl, map, monitor, query, scrape, search, upload, App, AppError,
+    batch, cancel, crawl, map, monitor, query, scrape, search, upload, webhook, App, AppError,
 };
 use crate::domain::validate::Problem;
 use crate::domain::{Job, JobKind, JobStatus, UserId};
@@ -127,6 +127,14 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
         (&Method::POST, ["api", "search"]) => {
             submitted(app, user, &req, search::submit(app, user, req.body())).await
         }
+        (&Method::GET, ["api", "webhooks", "secret"]) => webhook::signing_keys(app, user)
+            .await
+            .map(|k| json_response(StatusCode::OK, &webhook::keys_json(&k)))
+            .map_err(AppError::from),
+        (&Method::POST, ["api", "webhooks", "secret", "rotate"]) => webhook::rotate(app, user)
+            .await
+            .map(|k| json_response(StatusCode::OK, &webhook::keys_json(&k)))
+            .map_err(AppError::from),
         (&Method::GET, ["api", "jobs"]) => list_jobs(app, user, &query).await,
         (&Method::GET, ["api", "jobs", id]) => get_job(app, user, id).await,
         (&Method::GET, ["api", "jobs", id, "results"]) => results(app, user, id, &query).await,
@@ -281,6 +289,9 @@ async fn get_job(app: &App, user: &UserId, id: &str) -> Result<Response<Bytes>, 
     body["result"] = query::inline_result(app, &job)
         .await?
         .unwrap_or(Value::Null);
+    if let Some(w) = webhook::status_json(app, &job).await? {
+        body["webhook"] = w;
+    }
     let mut resp = json_response(StatusCode::OK, &body);
     if !job.status.is_final() {
         let after = poll_after(app.clock.now() - job.created_at);
