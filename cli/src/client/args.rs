@@ -111,9 +111,12 @@ pub struct PaceFlags {
     pub delay_ms: Option<u64>,
 }
 
-/// Waiting for the job a command submits.
+/// Following the job a command submits: waiting for it, or having its events sent to a
+/// webhook.
 #[derive(Args, Debug)]
 pub struct WaitFlags {
+    #[command(flatten)]
+    pub webhook: WebhookFlags,
     /// Wait until the job is final and print its result.
     #[arg(long)]
     pub wait: bool,
@@ -126,6 +129,21 @@ pub struct WaitFlags {
     /// Write the job id to this file as soon as the job exists.
     #[arg(long)]
     pub job_file: Option<PathBuf>,
+}
+
+/// A webhook for the job's events, signed with your secret (`sarvcrawl webhook secret`).
+#[derive(Args, Debug)]
+pub struct WebhookFlags {
+    /// POST the job's events to this URL.
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
+    /// Only these events (comma-separated: job.started, job.page, job.completed, job.failed,
+    /// job.cancelled).
+    #[arg(long, value_delimiter = ',', requires = "webhook")]
+    pub webhook_events: Vec<String>,
+    /// A JSON object echoed in every event.
+    #[arg(long, value_name = "JSON", requires = "webhook")]
+    pub webhook_metadata: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -275,6 +293,12 @@ pub enum ClientCommand {
     },
     /// Cancel a job.
     Cancel { id: String },
+    /// Your webhook signing secret (made on first use); `--rotate` replaces it, and the old one
+    /// keeps signing for 24 hours.
+    WebhookSecret {
+        #[arg(long)]
+        rotate: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

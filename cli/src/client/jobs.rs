@@ -68,7 +68,35 @@ pub async fn cancel(api: &Api, out: &Out, id: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A job in one line: its counters and error.
+/// Shows the webhook signing secret, or rotates it first.
+pub async fn webhook_secret(api: &Api, out: &Out, rotate: bool) -> Result<(), Failure> {
+    let r = if rotate {
+        api.send(
+            reqwest::Method::POST,
+            "/api/webhooks/secret/rotate",
+            &Body::None,
+            None,
+        )
+        .await?
+    } else {
+        api.send(
+            reqwest::Method::GET,
+            "/api/webhooks/secret",
+            &Body::None,
+            None,
+        )
+        .await?
+    };
+    out.line(&r.body, || s(&r.body["secret"]));
+    if let Some(until) = r.body["previous_expires_at"].as_str() {
+        if !out.json {
+            eprintln!("the previous secret signs too until {until}");
+        }
+    }
+    Ok(())
+}
+
+/// A job in one line: its counters, error and webhook deliveries.
 pub fn describe(job: &Value) -> String {
     let p = &job["progress"];
     let mut line = format!(
@@ -83,6 +111,12 @@ pub fn describe(job: &Value) -> String {
     );
     if let Some(e) = job["error"].as_object() {
         line.push_str(&format!("; error {}: {}", s(&e["code"]), s(&e["message"])));
+    }
+    if let Some(w) = job["webhook"].as_object() {
+        line.push_str(&format!(
+            "; webhook {} delivered, {} failed, {} pending",
+            w["delivered"], w["failed"], w["pending"]
+        ));
     }
     line
 }

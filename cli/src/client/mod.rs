@@ -182,6 +182,7 @@ pub async fn run(args: ClientArgs, cmd: ClientCommand) -> Result<(), Failure> {
             jobs::results(&api, &out, &id, all, dir).await
         }
         ClientCommand::Cancel { id } => jobs::cancel(&api, &out, &id).await,
+        ClientCommand::WebhookSecret { rotate } => jobs::webhook_secret(&api, &out, rotate).await,
     }
 }
 

@@ -197,6 +197,16 @@ pub async fn upload(
     if !formats.is_empty() {
         query.append_pair("formats", &formats.join(","));
     }
+    let hook = &wait.webhook;
+    if let Some(url) = &hook.webhook {
+        query.append_pair("webhook_url", url);
+    }
+    if !hook.webhook_events.is_empty() {
+        query.append_pair("webhook_events", &hook.webhook_events.join(","));
+    }
+    if let Some(m) = &hook.webhook_metadata {
+        query.append_pair("webhook_metadata", m);
+    }
     let path = format!("/api/upload?{}", query.finish());
     let body = Body::Raw {
         content_type,
@@ -229,6 +239,15 @@ async fn submit(
     body: Body,
     wait: &WaitFlags,
 ) -> Result<String, Failure> {
+    let body = match body {
+        Body::Json(mut v) => {
+            if let Some(hook) = wait.webhook.json()? {
+                v["webhook"] = hook;
+            }
+            Body::Json(v)
+        }
+        other => other,
+    };
     let reply: Reply = api.submit(path, body).await?;
     let id = s(&reply.body["job_id"]);
     if let Some(invalid) = reply.body["invalid_urls"].as_array() {
@@ -280,5 +299,23 @@ fn print_result(job: &Value) {
         println!("{r}");
     } else {
         println!("{}", describe(job));
+    }
+}
+
+impl super::args::WebhookFlags {
+    /// The `webhook` object of a JSON submit, if one was asked for.
+    fn json(&self) -> Result<Option<Value>, Failure> {
+        let Some(url) = &self.webhook else {
+            return Ok(None);
+        };
+        let mut hook = json!({ "url": url });
+        if !self.webhook_events.is_empty() {
+            hook["events"] = json!(self.webhook_events);
+        }
+        if let Some(m) = &self.webhook_metadata {
+            hook["metadata"] = serde_json::from_str(m)
+                .map_err(|e| Failure::Usage(format!("--webhook-metadata is not JSON: {e}")))?;
+        }
+        Ok(Some(hook))
     }
 }

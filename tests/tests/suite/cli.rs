@@ -356,3 +356,73 @@ async fn batch_reads_a_file_of_urls_waits_and_writes_each_document() {
     .await;
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_webhook_from_the_command_line_is_signed_with_the_secret_it_shows() {
+    let site = Site::start(page_site(None)).await;
+    let receiver = e2e::Receiver::start(&[]).await;
+    let serve = Serve::start();
+    let secret = cli(&serve.base, &["webhook-secret"]).await;
+    assert_eq!(secret.code, 0, "{}", secret.stderr);
+    let secret = secret.stdout.trim().to_string();
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    let run = cli(
+        &serve.base,
+        &[
+            "scrape",
+            &site.url("/page"),
+            "--webhook",
+            &receiver.url("/hook"),
+            "--webhook-events",
+            "job.completed",
+            "--webhook-metadata",
+            r#"{"from":"cli"}"#,
+            "--wait",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = named_job(&run.stderr);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while receiver.received().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no delivery");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = receiver.received();
+    let event: Value = serde_json::from_slice(&got[0].body).unwrap();
+    assert_eq!(event["type"], "job.completed");
+    assert_eq!(event["job_id"], id.as_str());
+    assert_eq!(event["metadata"]["from"], "cli");
+    let status = cli(&serve.base, &["status", &id]).await;
+    assert!(
+        status
+            .stdout
+            .contains("webhook 1 delivered, 0 failed, 0 pending"),
+        "{}",
+        status.stdout
+    );
+    let rotated = cli(&serve.base, &["webhook-secret", "--rotate"]).await;
+    assert_eq!(rotated.code, 0, "{}", rotated.stderr);
+    assert_ne!(rotated.stdout.trim(), secret);
+    assert!(rotated
+        .stderr
+        .contains("the previous secret signs too until"));
+    let bad = cli(
+        &serve.base,
+        &[
+            "scrape",
+            &site.url("/page"),
+            "--webhook",
+            &receiver.url("/"),
+            "--webhook-metadata",
+            "{",
+        ],
+    )
+    .await;
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("--webhook-metadata is not JSON"),
+        "{}",
+        bad.stderr
+    );
+}

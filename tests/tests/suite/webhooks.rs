@@ -348,7 +348,11 @@ async fn a_webhook_on_a_blocked_address_is_refused_at_submit_and_at_delivery() {
     let receiver = Receiver::start(&[500]).await;
     let hook = json!({"url": receiver.url("/"), "events": ["job.completed"]});
     let (id, _) = api
-        .run("scrape", &json!({"url": site.url("/a"), "webhook": hook}), WAIT)
+        .run(
+            "scrape",
+            &json!({"url": site.url("/a"), "webhook": hook}),
+            WAIT,
+        )
         .await;
     until("the first try", || !receiver.received().is_empty()).await;
     serve.restart_with(&["--allow-net", "10.99.0.0/16"]);

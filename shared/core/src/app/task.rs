@@ -96,7 +96,17 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
                 Err(_) => Disposition::Retry,
             };
         }
-        return webhook::run(app, &d.task).await;
+        return match webhook::pump(app, &d.task).await {
+            Ok(()) => Disposition::Ack,
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(error = %e, "webhook run will be retried");
+                Disposition::Retry
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "webhook run failed for good");
+                Disposition::Ack
+            }
+        };
     }
     let given_up = if d.interrupted >= MAX_INTERRUPTED {
         Some(format!(

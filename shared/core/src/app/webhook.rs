@@ -13,7 +13,6 @@
 //! are idempotent, so the extra runs that nudges add (a job starting, ending, cancelled) cost a
 //! read; a run already scheduled is never doubled.
 
-use super::task::Disposition;
 use super::{App, AppError};
 use crate::domain::validate::Problem;
 use crate::domain::{EventType, Job, JobStatus, SigningKeys, UserId, WebhookSpec};
@@ -168,28 +167,14 @@ pub(crate) async fn check_destination(app: &App, job: &Job) -> Result<(), AppErr
     Ok(())
 }
 
-/// Processes a delivered pump task.
-pub(crate) async fn run(app: &App, task: &Task) -> Disposition {
-    match pump(app, task).await {
-        Ok(()) => Disposition::Ack,
-        Err(e) if e.is_retryable() => {
-            tracing::warn!(job = %task.job_id, error = %e, "webhook run will be retried");
-            Disposition::Retry
-        }
-        Err(e) => {
-            tracing::error!(job = %task.job_id, error = %e, "webhook run failed for good");
-            Disposition::Ack
-        }
-    }
-}
-
 /// A pump task handed over by the dead-letter queue (its deliveries ran out on errors): it
 /// goes back to the work queue as a fresh task, so the job's webhook is not left without one.
 pub(crate) async fn requeue(app: &App, task: &Task) -> StoreResult<()> {
     app.queue.send(std::slice::from_ref(task)).await
 }
 
-async fn pump(app: &App, task: &Task) -> StoreResult<()> {
+/// Runs a delivered pump task: sends what the job's webhook has due, and queues the next run.
+pub(crate) async fn pump(app: &App, task: &Task) -> StoreResult<()> {
     let (user, id) = (&task.user_id, &task.job_id);
     let Some(job) = app.jobs.get_job(user, id).await? else {
         return Ok(());
@@ -412,40 +397,46 @@ async fn next_event(
         }
     }
     let final_status = job.status.is_final();
-    if job.kind.has_pages() {
-        loop {
-            if state.final_seq.is_some_and(|f| 2 + state.pages >= f) {
-                break;
-            }
-            let page = app
-                .jobs
-                .results(&job.user_id, &job.job_id, state.cursor.as_deref(), 1)
-                .await?;
-            if final_status && state.final_seq.is_none() {
-                state.final_seq = Some(2 + page.total);
-            }
-            let Some(entry) = page.entries.into_iter().next() else {
-                if !final_status {
-                    return Ok(None);
+    let sends_pages = spec.wants(EventType::Page) && !state.gone;
+    if job.kind.has_pages() && !sends_pages {
+        // No page is sent: only their count matters, for the final event's number.
+        if final_status {
+            let last = match state.final_seq {
+                Some(f) => f,
+                None => {
+                    let total = app
+                        .jobs
+                        .results(&job.user_id, &job.job_id, None, 1)
+                        .await?
+                        .total;
+                    2 + total.max(state.pages)
                 }
-                break;
             };
-            if spec.wants(EventType::Page) && !state.gone {
+            state.final_seq = Some(last);
+            let pages = last - 2;
+            if state.gone {
+                state.failed += pages.saturating_sub(state.pages);
+            }
+            state.pages = state.pages.max(pages);
+        }
+    } else if job.kind.has_pages() && state.final_seq.is_none_or(|f| 2 + state.pages < f) {
+        let page = app
+            .jobs
+            .results(&job.user_id, &job.job_id, state.cursor.as_deref(), 1)
+            .await?;
+        if final_status && state.final_seq.is_none() {
+            state.final_seq = Some(2 + page.total);
+        }
+        match page.entries.into_iter().next() {
+            Some(entry) => {
                 let sequence = 2 + state.pages;
                 let data = page_data(app, job, &entry.key, state.cursor.as_deref()).await?;
                 let body = payload(job, spec, EventType::Page, sequence, now, data);
-                return Ok(Some(fresh(
-                    sequence,
-                    EventType::Page,
-                    body,
-                    Some(entry.cursor),
-                )));
+                let cursor = Some(entry.cursor);
+                return Ok(Some(fresh(sequence, EventType::Page, body, cursor)));
             }
-            if state.gone {
-                state.failed += 1;
-            }
-            state.pages += 1;
-            state.cursor = Some(entry.cursor);
+            None if !final_status => return Ok(None),
+            None => {}
         }
     }
     if !final_status || state.final_done {
