@@ -611,6 +611,29 @@ pub trait MonitorStore: Send + Sync {
     async fn delete_monitor(&self, user: &UserId, id: &MonitorId) -> StoreResult<bool>;
     /// Monitors whose [`Monitor::due_at`] is at or before `now`, soonest first, at most `max`.
     async fn due_monitors(&self, now: DateTime<Utc>, max: u32) -> StoreResult<Vec<Monitor>>;
+
+    /// Applies `change` to the user's monitor and writes it, again over a fresh read when
+    /// another write came first; `None` when the monitor does not exist.
+    async fn update_monitor(
+        &self,
+        user: &UserId,
+        id: &MonitorId,
+        change: &mut (dyn for<'m> FnMut(&'m mut Monitor) + Send),
+    ) -> StoreResult<Option<Monitor>> {
+        for _ in 0..10 {
+            let Some(mut m) = self.get_monitor(user, id).await? else {
+                return Ok(None);
+            };
+            change(&mut m);
+            if self.save_monitor(&m).await? {
+                m.version += 1;
+                return Ok(Some(m));
+            }
+        }
+        Err(StoreError::transient(
+            "the monitor kept changing; try again",
+        ))
+    }
 }
 
 /// What an `Idempotency-Key` stands for when a submit presents it.

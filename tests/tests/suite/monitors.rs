@@ -76,7 +76,10 @@ async fn a_change_is_notified_once_signed_with_its_diff() {
     let receiver = Receiver::start(&[500]).await;
     let serve = Serve::with(
         &["--allow-net", "127.0.0.1/32"],
-        &[("SARVCRAWL_MONITOR_MIN_INTERVAL", "1")],
+        &[
+            ("SARVCRAWL_MONITOR_MIN_INTERVAL", "1"),
+            ("SARVCRAWL_WEBHOOK_RETRIES", "1,3"),
+        ],
     );
     let api = serve.api(None);
 
@@ -134,6 +137,12 @@ async fn a_change_is_notified_once_signed_with_its_diff() {
     let check = payload["job_id"].as_str().unwrap();
     let job = api.wait(check, WAIT).await;
     assert_eq!(job["result"]["changed"], true, "{job}");
+    // The try's log line and the monitor's last delivery are written once it is answered.
+    let deadline = Instant::now() + WAIT;
+    while monitor(&api, &id).await["last_delivery"]["status_code"] != 200 {
+        assert!(Instant::now() < deadline, "the delivery is not recorded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let logs: Vec<String> = api
         .all_logs(check)
         .await
@@ -141,11 +150,13 @@ async fn a_change_is_notified_once_signed_with_its_diff() {
         .map(|e| e["message"].as_str().unwrap_or_default().to_string())
         .collect();
     assert!(
-        logs.contains(&"webhook try 1: the receiver answered 500".to_string()),
+        logs.iter().any(|l| l.starts_with(
+            "webhook monitor.changed #1 try 1: the receiver answered 500; next try in"
+        )),
         "{logs:?}"
     );
     assert!(
-        logs.contains(&"webhook try 2: delivered (200)".to_string()),
+        logs.contains(&"webhook monitor.changed #1 try 2: delivered (200)".to_string()),
         "{logs:?}"
     );
     let m = monitor(&api, &id).await;

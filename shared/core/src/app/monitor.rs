@@ -7,26 +7,20 @@ use super::runtime::JobRuntime;
 use super::{submit, webhook, App, AppError};
 use crate::domain::validate::Problem;
 use crate::domain::{
-    CheckRequest, Job, JobId, JobKind, LastDelivery, Monitor, MonitorId, MonitorPatch,
-    MonitorRequest, MonitorStatus, Snapshot, UserId,
+    CheckRequest, Job, JobId, JobKind, Monitor, MonitorId, MonitorPatch, MonitorRequest,
+    MonitorStatus, Snapshot, UserId,
 };
 use crate::engine::budget::Exceeded;
 use crate::engine::diff;
-use crate::engine::fetch::Posted;
 use crate::ports::{NewLog, StoreError, StoreResult};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::time::Duration;
 
 /// How long a check may hold its monitor; a check that died lets the next one start after it.
 const CHECK_HOLD: chrono::Duration = chrono::Duration::minutes(15);
-/// Tries of a webhook delivery, and the pause before each retry.
-const DELIVERY_PAUSES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
-/// Longest a webhook receiver may take.
-const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Monitors one tick starts at most.
 const TICK_BATCH: u32 = 100;
 
@@ -155,27 +149,14 @@ pub async fn delete(app: &App, user: &UserId, id: &str) -> Result<(), AppError> 
     }
 }
 
-/// Applies `change` to the stored monitor and writes it, again over a fresh read when another
-/// write came first. `None` when the monitor does not exist.
+/// Applies `change` to the user's monitor `id` ([`MonitorStore::update_monitor`]).
 async fn update(
     app: &App,
     user: &UserId,
     id: &MonitorId,
-    mut change: impl FnMut(&mut Monitor),
+    mut change: impl FnMut(&mut Monitor) + Send,
 ) -> StoreResult<Option<Monitor>> {
-    for _ in 0..10 {
-        let Some(mut m) = app.monitors.get_monitor(user, id).await? else {
-            return Ok(None);
-        };
-        change(&mut m);
-        if app.monitors.save_monitor(&m).await? {
-            m.version += 1;
-            return Ok(Some(m));
-        }
-    }
-    Err(StoreError::transient(
-        "the monitor kept changing; try again",
-    ))
+    app.monitors.update_monitor(user, id, &mut change).await
 }
 
 /// Starts the check of every monitor that is due; returns how many started. Each is claimed
@@ -228,81 +209,6 @@ fn hash(text: &str) -> String {
 
 fn snapshot_key(m: &Monitor) -> String {
     format!("{}/monitors/{}/snapshot.md", m.user_id, m.monitor_id)
-}
-
-/// POSTs a change to the monitor's notify URL through the guarded client, retrying with
-/// growing pauses; every try is logged. Redirects are not followed; only 2xx counts.
-async fn deliver(
-    app: &App,
-    m: &Monitor,
-    webhook_id: &str,
-    body: &[u8],
-    logs: &mut Vec<NewLog>,
-) -> LastDelivery {
-    let mut last = LastDelivery {
-        at: app.clock.now(),
-        status_code: None,
-        error: None,
-    };
-    let Ok(url) = url::Url::parse(&m.notify_url) else {
-        last.error = Some("the notify URL is invalid".into());
-        return last;
-    };
-    for attempt in 0..=DELIVERY_PAUSES.len() {
-        if attempt > 0 {
-            tokio::time::sleep(DELIVERY_PAUSES[attempt - 1]).await;
-        }
-        let timestamp = app.clock.now().timestamp();
-        let headers = [
-            ("content-type".to_string(), "application/json".to_string()),
-            ("webhook-id".to_string(), webhook_id.to_string()),
-            ("webhook-timestamp".to_string(), timestamp.to_string()),
-            (
-                "webhook-signature".to_string(),
-                webhook::signature(&m.secret, webhook_id, timestamp, body),
-            ),
-        ];
-        last.at = app.clock.now();
-        let r = app
-            .fetcher
-            .post(
-                &url,
-                &headers,
-                Bytes::copy_from_slice(body),
-                DELIVERY_TIMEOUT,
-            )
-            .await;
-        let try_no = attempt + 1;
-        match r {
-            Ok(Posted { status: code, .. }) => {
-                last.status_code = Some(code);
-                if (200..300).contains(&code) {
-                    last.error = None;
-                    logs.push(
-                        NewLog::info(format!("webhook try {try_no}: delivered ({code})"))
-                            .at(m.notify_url.clone()),
-                    );
-                    return last;
-                }
-                last.error = Some(format!("the receiver answered {code}"));
-                logs.push(
-                    NewLog::warn(format!(
-                        "webhook try {try_no}: the receiver answered {code}"
-                    ))
-                    .at(m.notify_url.clone()),
-                );
-            }
-            Err(e) => {
-                last.status_code = None;
-                last.error = Some(format!("{} ({})", e.code().as_str(), e));
-                logs.push(
-                    NewLog::warn(format!("webhook try {try_no}: {} ({e})", e.code().as_str()))
-                        .at(m.notify_url.clone()),
-                );
-            }
-        }
-    }
-    last
 }
 
 /// Runs one check of a monitor; `None` when the job was cancelled meanwhile.
@@ -364,7 +270,6 @@ pub(crate) async fn run_check(
     let key = snapshot_key(&monitor);
     let previous = monitor.snapshot.clone();
     let mut result = json!({"monitor_id": monitor.monitor_id, "hash": current_hash});
-    let mut delivery = None;
     match &previous {
         None => {
             app.blobs.put(&key, Bytes::from(current.clone())).await?;
@@ -393,30 +298,11 @@ pub(crate) async fn run_check(
                 Ok(d) => d,
                 Err(e) => return Ok(Some(checked_out(app, req, job, now, e).await?)),
             };
-            let payload = json!({
-                "type": "monitor.changed",
-                "monitor_id": monitor.monitor_id,
-                "url": monitor.url,
-                "job_id": job.job_id,
-                "checked_at": timestamp(now),
-                "previous": {"hash": p.hash, "checked_at": timestamp(p.checked_at)},
-                "current": {"hash": current_hash},
-                "diff": diff,
-            });
             logs.push(NewLog::info("changed: notifying"));
-            // A monitor deleted while this check ran never notifies.
-            if app
-                .monitors
-                .get_monitor(user, &req.monitor_id)
-                .await?
-                .is_some()
-            {
-                let body = serde_json::to_vec(&payload).map_err(StoreError::new)?;
-                let webhook_id = format!("msg_{}", job.job_id.as_str().trim_start_matches("job_"));
-                let d = deliver(app, &monitor, &webhook_id, &body, logs).await;
-                result["delivery"] = json!(d);
-                delivery = Some(d);
-            }
+            result["previous"] = json!({"hash": p.hash, "checked_at": timestamp(p.checked_at)});
+            result["checked_at"] = json!(timestamp(now));
+            // The notification is sent from what this check stores, once its job has ended.
+            webhook::notify_later(app, job).await?;
             app.blobs.put(&key, Bytes::from(current.clone())).await?;
             result["changed"] = json!(true);
             result["diff"] = json!(diff);
@@ -436,9 +322,6 @@ pub(crate) async fn run_check(
         if changed {
             m.changes += 1;
             m.last_changed_at = Some(now);
-        }
-        if let Some(d) = &delivery {
-            m.last_delivery = Some(d.clone());
         }
     })
     .await?;

@@ -15,7 +15,10 @@
 
 use super::{App, AppError};
 use crate::domain::validate::Problem;
-use crate::domain::{EventType, Job, JobStatus, SigningKeys, UserId, WebhookSpec};
+use crate::domain::{
+    EventType, Job, JobRequest, JobStatus, LastDelivery, MonitorId, SigningKeys, UserId,
+    WebhookSpec,
+};
 use crate::engine::fetch::Posted;
 use crate::ports::{NewLog, StoreError, StoreResult, Task};
 use base64::Engine;
@@ -125,6 +128,60 @@ async fn save(app: &App, job: &Job, state: &State) -> StoreResult<()> {
     app.blobs.put(&state_key(job), Bytes::from(body)).await
 }
 
+/// What a pump sends: a job's webhook events, or the change a monitor's check found.
+enum Source {
+    Job(WebhookSpec),
+    Check(MonitorId),
+}
+
+/// Queues the pump of a monitor's check that found a change: it sends the notification from
+/// what the check stores, once the check's job has ended.
+pub(crate) async fn notify_later(app: &App, job: &Job) -> StoreResult<()> {
+    app.queue
+        .send_later(&[pump_task(job)], Duration::from_secs(1))
+        .await
+}
+
+/// A monitor check's one event: `monitor.changed`, built from the check's stored result once
+/// its job has ended (a check that stored no change has none).
+async fn check_event(app: &App, job: &Job, state: &mut State) -> StoreResult<Option<Inflight>> {
+    if state.final_done || !job.status.is_final() {
+        return Ok(None);
+    }
+    let page = app.jobs.results(&job.user_id, &job.job_id, None, 1).await?;
+    let result: Option<Value> = match page.entries.first() {
+        Some(e) => app
+            .blobs
+            .get(&e.key)
+            .await?
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok()),
+        None => None,
+    };
+    let Some(r) = result.filter(|r| r["changed"] == true) else {
+        state.final_done = true;
+        return Ok(None);
+    };
+    let url = job.request["url"].clone();
+    let body = json!({
+        "type": "monitor.changed",
+        "monitor_id": r["monitor_id"],
+        "url": url,
+        "job_id": job.job_id,
+        "checked_at": r["checked_at"],
+        "previous": r["previous"],
+        "current": {"hash": r["hash"]},
+        "diff": r["diff"],
+    });
+    Ok(Some(Inflight {
+        sequence: 1,
+        event: EventType::MonitorChanged,
+        body: body.to_string(),
+        cursor: None,
+        tries: 0,
+        due: app.clock.now(),
+    }))
+}
+
 /// The pump's task for `job`.
 fn pump_task(job: &Job) -> Task {
     Task {
@@ -179,8 +236,10 @@ pub(crate) async fn pump(app: &App, task: &Task) -> StoreResult<()> {
     let Some(job) = app.jobs.get_job(user, id).await? else {
         return Ok(());
     };
-    let Some(spec) = WebhookSpec::of(&job) else {
-        return Ok(());
+    let source = match (WebhookSpec::of(&job), JobRequest::of(&job)) {
+        (Some(spec), _) => Source::Job(spec),
+        (None, Ok(JobRequest::Check(c))) => Source::Check(c.monitor_id),
+        _ => return Ok(()),
     };
     let gate = format!("webhook:{user}/{id}");
     let holder = ulid::Ulid::new().to_string();
@@ -195,12 +254,12 @@ pub(crate) async fn pump(app: &App, task: &Task) -> StoreResult<()> {
         }
         return Ok(());
     };
-    let ran = pump_held(app, &job, &spec).await;
+    let ran = pump_held(app, &job, &source).await;
     app.gates.leave(&gate, place, &holder).await?;
     ran
 }
 
-async fn pump_held(app: &App, job: &Job, spec: &WebhookSpec) -> StoreResult<()> {
+async fn pump_held(app: &App, job: &Job, source: &Source) -> StoreResult<()> {
     let mut state = load(app, job).await?;
     let now = app.clock.now();
     if state
@@ -210,12 +269,15 @@ async fn pump_held(app: &App, job: &Job, spec: &WebhookSpec) -> StoreResult<()> 
         // This is the scheduled run, or a run standing in for it.
         state.scheduled = None;
     }
-    let keys = signing_keys(app, &job.user_id).await?;
     let started = Instant::now();
     let (mut sent, mut unsaved) = (0u32, 0u32);
     loop {
         if state.inflight.is_none() {
-            match next_event(app, job, spec, &mut state).await? {
+            let next = match source {
+                Source::Job(spec) => next_event(app, job, spec, &mut state).await?,
+                Source::Check(_) => check_event(app, job, &mut state).await?,
+            };
+            match next {
                 Some(ev) => state.inflight = Some(ev),
                 None => break,
             }
@@ -232,8 +294,18 @@ async fn pump_held(app: &App, job: &Job, spec: &WebhookSpec) -> StoreResult<()> 
         if ev.due > now || started.elapsed() > RUN_BUDGET {
             break;
         }
+        let Some(target) = target(app, job, source).await? else {
+            // The monitor was deleted meanwhile: its change is never sent.
+            let log = NewLog::info("the monitor was deleted: not notified");
+            app.jobs
+                .append_logs(&job.user_id, &job.job_id, &[log])
+                .await?;
+            state.inflight = None;
+            state.final_done = true;
+            break;
+        };
         ev.tries += 1;
-        let outcome = deliver(app, spec, &keys, job, ev).await;
+        let outcome = deliver(app, &target, job, ev).await;
         let (attempt, sequence, event) = (ev.tries, ev.sequence, ev.event);
         let mut line = format!("webhook {} #{sequence} try {attempt}: ", event.as_str());
         let mut last = LastTry {
@@ -305,10 +377,22 @@ async fn pump_held(app: &App, job: &Job, spec: &WebhookSpec) -> StoreResult<()> 
                 }
             }
         }
-        state.last = Some(last);
         app.jobs
-            .append_logs(&job.user_id, &job.job_id, &[log.at(spec.url.clone())])
+            .append_logs(&job.user_id, &job.job_id, &[log.at(target.url.clone())])
             .await?;
+        if let Source::Check(monitor) = source {
+            let d = LastDelivery {
+                at: last.at,
+                status_code: last.status_code,
+                error: last.error.clone(),
+            };
+            app.monitors
+                .update_monitor(&job.user_id, monitor, &mut |m| {
+                    m.last_delivery = Some(d.clone())
+                })
+                .await?;
+        }
+        state.last = Some(last);
         sent += 1;
         unsaved += 1;
         if unsaved >= SAVE_EVERY {
@@ -513,28 +597,62 @@ fn payload(
     body
 }
 
-/// The `webhook-id` of a job's event: the same on every try.
-fn message_id(job: &Job, sequence: u64) -> String {
-    format!(
-        "msg_{}_{sequence}",
-        job.job_id.as_str().trim_start_matches("job_")
-    )
+/// Where an event goes and the secrets that sign it.
+struct Target {
+    url: String,
+    secrets: Vec<String>,
+    /// The `webhook-id` of the job's event `n` is `msg_<job>_<n>`; a monitor's check has one
+    /// event, `msg_<job>`.
+    numbered: bool,
 }
 
-/// One try of the event in flight, signed with every key that signs now.
+/// The target of the source's next try, read afresh (a monitor's notify URL may have
+/// changed); `None` when the monitor is gone.
+async fn target(app: &App, job: &Job, source: &Source) -> StoreResult<Option<Target>> {
+    Ok(match source {
+        Source::Job(spec) => {
+            let keys = signing_keys(app, &job.user_id).await?;
+            Some(Target {
+                url: spec.url.clone(),
+                secrets: keys
+                    .signing_at(app.clock.now())
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+                numbered: true,
+            })
+        }
+        Source::Check(id) => app
+            .monitors
+            .get_monitor(&job.user_id, id)
+            .await?
+            .map(|m| Target {
+                url: m.notify_url,
+                secrets: vec![m.secret],
+                numbered: false,
+            }),
+    })
+}
+
+/// One try of the event in flight, signed with every secret of the target.
 async fn deliver(
     app: &App,
-    spec: &WebhookSpec,
-    keys: &SigningKeys,
+    target: &Target,
     job: &Job,
     ev: &Inflight,
 ) -> Result<Posted, crate::engine::fetch::FetchError> {
-    let url = url::Url::parse(&spec.url).map_err(|_| crate::engine::fetch::FetchError::Blocked)?;
-    let id = message_id(job, ev.sequence);
+    let url =
+        url::Url::parse(&target.url).map_err(|_| crate::engine::fetch::FetchError::Blocked)?;
+    let job_part = job.job_id.as_str().trim_start_matches("job_");
+    let id = if target.numbered {
+        format!("msg_{job_part}_{}", ev.sequence)
+    } else {
+        format!("msg_{job_part}")
+    };
     let timestamp = app.clock.now().timestamp();
-    let signatures: Vec<String> = keys
-        .signing_at(app.clock.now())
-        .into_iter()
+    let signatures: Vec<String> = target
+        .secrets
+        .iter()
         .map(|k| signature(k, &id, timestamp, ev.body.as_bytes()))
         .collect();
     let headers = [

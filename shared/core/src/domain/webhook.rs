@@ -23,6 +23,10 @@ pub enum EventType {
     Failed,
     #[serde(rename = "job.cancelled")]
     Cancelled,
+    /// A monitor's check found a change (sent to the monitor's notify URL; not one of a job's
+    /// events).
+    #[serde(rename = "monitor.changed")]
+    MonitorChanged,
 }
 
 impl EventType {
@@ -42,6 +46,7 @@ impl EventType {
             EventType::Completed => "job.completed",
             EventType::Failed => "job.failed",
             EventType::Cancelled => "job.cancelled",
+            EventType::MonitorChanged => "monitor.changed",
         }
     }
 
