@@ -27,16 +27,23 @@ pub const RECEIVE_WAIT: Duration = Duration::from_secs(20);
 /// timeout) lasts a moment only.
 const BUSY_WAIT: Duration = Duration::from_secs(1);
 
+/// Webhook runs a process keeps in flight beside its pages: they wait on receivers, not on the
+/// CPU, so they take no page's place (past this many they do).
+const WEBHOOK_RUNS: usize = 256;
+
 /// Works the queue with `workers` workers' worth of tasks in flight
 /// (`workers` x [`TASKS_PER_WORKER`]) until `shutdown` turns true: one receive at a time, for
-/// as many tasks as there is room for. Tasks still in flight then are handed back at once.
+/// as many tasks as there is room for. A webhook run does not count against that room, so a
+/// slow receiver never holds up a page. Tasks still in flight then are handed back at once.
 pub async fn run_workers(app: Arc<App>, workers: usize, mut shutdown: watch::Receiver<bool>) {
     let capacity = workers.max(1) * TASKS_PER_WORKER;
     // Receipts of the deliveries being worked on.
     let working: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut inflight: JoinSet<()> = JoinSet::new();
+    let mut hooks: JoinSet<()> = JoinSet::new();
     loop {
         while inflight.try_join_next().is_some() {}
+        while hooks.try_join_next().is_some() {}
         if *shutdown.borrow() {
             break;
         }
@@ -67,7 +74,12 @@ pub async fn run_workers(app: Arc<App>, workers: usize, mut shutdown: watch::Rec
         for delivery in batch {
             let (app, working) = (app.clone(), working.clone());
             lock(&working).insert(delivery.receipt.clone());
-            inflight.spawn(timed(Stage::Bookkeeping, async move {
+            let set = if delivery.task.webhook && hooks.len() < WEBHOOK_RUNS {
+                &mut hooks
+            } else {
+                &mut inflight
+            };
+            set.spawn(timed(Stage::Bookkeeping, async move {
                 if process(&app, &delivery).await == Disposition::Ack {
                     if let Err(e) = app.queue.ack(&delivery.receipt).await {
                         tracing::warn!(error = %e, "ack failed; the task will run again");
@@ -78,7 +90,9 @@ pub async fn run_workers(app: Arc<App>, workers: usize, mut shutdown: watch::Rec
         }
     }
     inflight.abort_all();
+    hooks.abort_all();
     while inflight.join_next().await.is_some() {}
+    while hooks.join_next().await.is_some() {}
     app.give_back_places().await;
     // A stop on purpose is not a crash: what was being worked on is handed back to the queue
     // at once rather than left to count as interrupted.
