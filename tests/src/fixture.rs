@@ -416,6 +416,8 @@ impl UdpTap {
 pub struct Received {
     pub headers: axum::http::HeaderMap,
     pub body: Bytes,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 impl Received {
@@ -430,6 +432,8 @@ impl Received {
 struct ReceiverState {
     got: Mutex<Vec<Received>>,
     answers: Mutex<std::collections::VecDeque<u16>>,
+    /// `Retry-After` seconds sent with a 429 or 503.
+    retry_after: Option<u64>,
 }
 
 /// A webhook receiver on 127.0.0.1: records every POST and answers the given statuses in
@@ -441,9 +445,15 @@ pub struct Receiver {
 
 impl Receiver {
     pub async fn start(answers: &[u16]) -> Receiver {
+        Receiver::asking_for_pauses(answers, None).await
+    }
+
+    /// A receiver whose 429 and 503 answers carry `Retry-After: retry_after`.
+    pub async fn asking_for_pauses(answers: &[u16], retry_after: Option<u64>) -> Receiver {
         let state = Arc::new(ReceiverState {
             got: Mutex::new(Vec::new()),
             answers: Mutex::new(answers.iter().copied().collect()),
+            retry_after,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -465,7 +475,11 @@ impl Receiver {
     }
 }
 
-async fn receive(State(state): State<Arc<ReceiverState>>, req: Request<Body>) -> StatusCode {
+async fn receive(
+    State(state): State<Arc<ReceiverState>>,
+    req: Request<Body>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, 16 << 20)
         .await
@@ -474,6 +488,7 @@ async fn receive(State(state): State<Arc<ReceiverState>>, req: Request<Body>) ->
         got.push(Received {
             headers: parts.headers,
             body,
+            at: std::time::Instant::now(),
         });
     }
     let status = state
@@ -482,5 +497,11 @@ async fn receive(State(state): State<Arc<ReceiverState>>, req: Request<Body>) ->
         .ok()
         .and_then(|mut a| a.pop_front())
         .unwrap_or(200);
-    StatusCode::from_u16(status).unwrap_or(StatusCode::OK)
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    match state.retry_after {
+        Some(s) if matches!(status.as_u16(), 429 | 503) => {
+            (status, [("retry-after", s.to_string())]).into_response()
+        }
+        _ => status.into_response(),
+    }
 }

@@ -70,23 +70,12 @@ pub async fn cancel(api: &Api, out: &Out, id: &str) -> Result<(), Failure> {
 
 /// Shows the webhook signing secret, or rotates it first.
 pub async fn webhook_secret(api: &Api, out: &Out, rotate: bool) -> Result<(), Failure> {
-    let r = if rotate {
-        api.send(
-            reqwest::Method::POST,
-            "/api/webhooks/secret/rotate",
-            &Body::None,
-            None,
-        )
-        .await?
+    let (method, path) = if rotate {
+        (reqwest::Method::POST, "/api/webhooks/secret/rotate")
     } else {
-        api.send(
-            reqwest::Method::GET,
-            "/api/webhooks/secret",
-            &Body::None,
-            None,
-        )
-        .await?
+        (reqwest::Method::GET, "/api/webhooks/secret")
     };
+    let r = api.send(method, path, &Body::None, None).await?;
     out.line(&r.body, || s(&r.body["secret"]));
     if let Some(until) = r.body["previous_expires_at"].as_str() {
         if !out.json {

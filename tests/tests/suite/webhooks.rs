@@ -18,6 +18,27 @@ async fn until(what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
+/// A site of one page, `/a`.
+async fn one_page() -> Site {
+    Site::start([("/a".to_string(), Route::Html("<p>a</p>".into()))].into()).await
+}
+
+/// A webhook of `url` for `job.completed` only.
+fn completed_only(url: String) -> Value {
+    json!({"url": url, "events": ["job.completed"]})
+}
+
+/// Runs a scrape of the site's `/a` with `hook` to its end; its job id.
+async fn scrape_with(api: &e2e::Api, site: &Site, hook: Value) -> String {
+    api.run(
+        "scrape",
+        &json!({"url": site.url("/a"), "webhook": hook}),
+        WAIT,
+    )
+    .await
+    .0
+}
+
 fn body_of(r: &Received) -> Value {
     serde_json::from_slice(&r.body).expect("a JSON event")
 }
@@ -165,7 +186,7 @@ async fn a_crawl_sends_started_each_page_and_completed_signed_and_in_order() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn failed_tries_are_retried_under_one_id_and_410_stops_them() {
-    let site = Site::start([("/a".to_string(), Route::Html("<p>a</p>".into()))].into()).await;
+    let site = one_page().await;
     let serve = Serve::with(
         &["--allow-net", "127.0.0.1/32"],
         &[("SARVCRAWL_WEBHOOK_RETRIES", "1,1,1")],
@@ -173,14 +194,8 @@ async fn failed_tries_are_retried_under_one_id_and_410_stops_them() {
     let api = serve.api(None);
 
     let flaky = Receiver::start(&[500, 500]).await;
-    let only_completed = json!({"url": flaky.url("/"), "events": ["job.completed"]});
-    let (id, _) = api
-        .run(
-            "scrape",
-            &json!({"url": site.url("/a"), "webhook": only_completed}),
-            WAIT,
-        )
-        .await;
+    let only_completed = completed_only(flaky.url("/"));
+    let id = scrape_with(&api, &site, only_completed).await;
     let job = settled(&api, &id).await;
     let got = flaky.received();
     assert_eq!(got.len(), 3, "500, 500, then 200");
@@ -201,13 +216,7 @@ async fn failed_tries_are_retried_under_one_id_and_410_stops_them() {
     assert!(lines[2].contains("try 3: delivered (200)"));
 
     let gone = Receiver::start(&[410]).await;
-    let (id, _) = api
-        .run(
-            "scrape",
-            &json!({"url": site.url("/a"), "webhook": {"url": gone.url("/")}}),
-            WAIT,
-        )
-        .await;
+    let id = scrape_with(&api, &site, json!({"url": gone.url("/")})).await;
     let job = settled(&api, &id).await;
     assert_eq!(
         gone.received().len(),
@@ -219,36 +228,47 @@ async fn failed_tries_are_retried_under_one_id_and_410_stops_them() {
 
     // Given up after the last retry.
     let down = Receiver::start(&[500, 500, 500, 500, 500]).await;
-    let only_completed = json!({"url": down.url("/"), "events": ["job.completed"]});
-    let (id, _) = api
-        .run(
-            "scrape",
-            &json!({"url": site.url("/a"), "webhook": only_completed}),
-            WAIT,
-        )
-        .await;
+    let only_completed = completed_only(down.url("/"));
+    let id = scrape_with(&api, &site, only_completed).await;
     let job = settled(&api, &id).await;
     assert_eq!(down.received().len(), 4, "one try and three retries");
     assert_eq!(job["webhook"]["failed"], 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_429_or_503_with_retry_after_is_waited_out() {
+    let site = one_page().await;
+    let serve = Serve::with(
+        &["--allow-net", "127.0.0.1/32"],
+        &[("SARVCRAWL_WEBHOOK_RETRIES", "1,1")],
+    );
+    let api = serve.api(None);
+    let receiver = Receiver::asking_for_pauses(&[429, 503], Some(3)).await;
+    let id = scrape_with(&api, &site, completed_only(receiver.url("/"))).await;
+    let job = settled(&api, &id).await;
+    assert_eq!(job["webhook"]["delivered"], 1);
+    let got = receiver.received();
+    assert_eq!(got.len(), 3);
+    for pair in got.windows(2) {
+        assert!(
+            pair[1].at - pair[0].at >= Duration::from_millis(2900),
+            "a retry came {:?} after a Retry-After of 3 s",
+            pair[1].at - pair[0].at
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_delivery_pending_when_the_server_dies_is_made_after_its_restart() {
-    let site = Site::start([("/a".to_string(), Route::Html("<p>a</p>".into()))].into()).await;
+    let site = one_page().await;
     let mut serve = Serve::with(
         &["--allow-net", "127.0.0.1/32"],
         &[("SARVCRAWL_WEBHOOK_RETRIES", "3")],
     );
     let api = serve.api(None);
     let receiver = Receiver::start(&[503]).await;
-    let hook = json!({"url": receiver.url("/"), "events": ["job.completed"]});
-    let (id, _) = api
-        .run(
-            "scrape",
-            &json!({"url": site.url("/a"), "webhook": hook}),
-            WAIT,
-        )
-        .await;
+    let hook = completed_only(receiver.url("/"));
+    let id = scrape_with(&api, &site, hook).await;
     until("the first try", || !receiver.received().is_empty()).await;
     serve.kill();
     serve.restart();
@@ -266,7 +286,7 @@ async fn a_delivery_pending_when_the_server_dies_is_made_after_its_restart() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn after_a_rotation_both_the_old_and_the_new_secret_verify() {
-    let site = Site::start([("/a".to_string(), Route::Html("<p>a</p>".into()))].into()).await;
+    let site = one_page().await;
     let serve = Serve::start();
     let api = serve.api(None);
     let old = secret(&api).await;
@@ -278,13 +298,7 @@ async fn after_a_rotation_both_the_old_and_the_new_secret_verify() {
     assert_eq!(secret(&api).await, new);
 
     let receiver = Receiver::start(&[]).await;
-    let (id, _) = api
-        .run(
-            "scrape",
-            &json!({"url": site.url("/a"), "webhook": {"url": receiver.url("/")}}),
-            WAIT,
-        )
-        .await;
+    let id = scrape_with(&api, &site, json!({"url": receiver.url("/")})).await;
     settled(&api, &id).await;
     let got = receiver.received();
     assert_eq!(got.len(), 2);
@@ -334,26 +348,14 @@ async fn a_webhook_on_a_blocked_address_is_refused_at_submit_and_at_delivery() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.body["error"]["details"][0]["field"], "webhook.events");
 
-    let (redirected, _) = api
-        .run(
-            "scrape",
-            &json!({"url": site.url("/a"), "webhook": {"url": site.url("/moved"), "events": ["job.completed"]}}),
-            WAIT,
-        )
-        .await;
+    let redirected = scrape_with(&api, &site, completed_only(site.url("/moved"))).await;
     let job = settled(&api, &redirected).await;
     assert_eq!(job["webhook"]["failed"], 1, "a 3xx is a failed try: {job}");
     // The receiver's address is blocked after the submit (the operator narrowed the allow
     // list): the pending retry is checked again and never connects.
     let receiver = Receiver::start(&[500]).await;
-    let hook = json!({"url": receiver.url("/"), "events": ["job.completed"]});
-    let (id, _) = api
-        .run(
-            "scrape",
-            &json!({"url": site.url("/a"), "webhook": hook}),
-            WAIT,
-        )
-        .await;
+    let hook = completed_only(receiver.url("/"));
+    let id = scrape_with(&api, &site, hook).await;
     until("the first try", || !receiver.received().is_empty()).await;
     serve.restart_with(&["--allow-net", "10.99.0.0/16"]);
     let api = serve.api(None);
@@ -402,7 +404,7 @@ async fn a_batch_sends_one_page_event_per_url_and_map_search_upload_take_webhook
     );
 
     let before = receiver.received().len();
-    let hook = json!({"url": receiver.url("/"), "events": ["job.completed"]});
+    let hook = completed_only(receiver.url("/"));
     let (map_id, _) = api
         .run(
             "map",

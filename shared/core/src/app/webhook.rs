@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 
 /// The default pauses before each retry, in seconds: about 24 hours in all.
 pub const RETRY_SCHEDULE: [u64; 9] = [5, 30, 120, 600, 1800, 3600, 10_800, 21_600, 43_200];
+/// Longest pause before a retry, whatever a receiver's `Retry-After` asks.
+const LONGEST_PAUSE: Duration = Duration::from_secs(12 * 3600);
 /// Longest a receiver may take to answer one try.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest document sent inside a `job.page` event; a larger one is sent by reference.
@@ -361,7 +363,10 @@ async fn pump_held(app: &App, job: &Job, source: &Source) -> StoreResult<()> {
         if let Some(asked) = retry_after {
             match app.config.webhook_retries.get(attempt as usize - 1) {
                 Some(pause) => {
-                    let pause = asked.map_or_else(|| jitter(*pause), |a| a.max(*pause));
+                    // A receiver's own `Retry-After` is waited out, up to a longest pause.
+                    let pause = asked
+                        .map_or_else(|| jitter(*pause), |a| a.max(*pause))
+                        .min(LONGEST_PAUSE);
                     let pause =
                         chrono::Duration::from_std(pause).unwrap_or(chrono::Duration::hours(12));
                     if let Some(ev) = state.inflight.as_mut() {
