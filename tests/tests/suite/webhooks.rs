@@ -373,9 +373,15 @@ async fn a_webhook_on_a_blocked_address_is_refused_at_submit_and_at_delivery() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_sends_one_page_event_per_url_and_map_search_upload_take_webhooks_too() {
-    let routes: HashMap<String, Route> = (1..=5)
+    let mut routes: HashMap<String, Route> = (1..=4)
         .map(|i| (format!("/b{i}"), Route::Html(format!("<h1>B{i}</h1>"))))
         .collect();
+    // A page whose document is over 256 KiB: sent by reference.
+    let big = format!(
+        "<h1>B5</h1>{}",
+        "<p>a long paragraph of text</p>".repeat(12_000)
+    );
+    routes.insert("/b5".into(), Route::Html(big));
     let site = Site::start(routes).await;
     let receiver = Receiver::start(&[]).await;
     let serve = Serve::start();
@@ -392,11 +398,27 @@ async fn a_batch_sends_one_page_event_per_url_and_map_search_upload_take_webhook
     let job = settled(&api, &id).await;
     assert_eq!(job["webhook"]["delivered"], 6, "{job}");
     let events: Vec<Value> = receiver.received().iter().map(body_of).collect();
-    let requested: BTreeSet<&str> = events[..5]
+    let inline: BTreeSet<&str> = events[..5]
         .iter()
-        .map(|e| e["document"]["requested_url"].as_str().unwrap())
+        .filter_map(|e| e["document"]["requested_url"].as_str())
         .collect();
-    assert_eq!(requested.len(), 5);
+    assert_eq!(inline.len(), 4, "the four small pages inline");
+    let by_reference: Vec<&Value> = events[..5]
+        .iter()
+        .filter(|e| e["document"].is_null())
+        .collect();
+    assert_eq!(by_reference.len(), 1);
+    let page = &by_reference[0]["page"];
+    assert_eq!(page["url"], site.url("/b5"));
+    assert_eq!(page["status_code"], 200);
+    assert!(page["bytes"].as_u64().unwrap() > 256 * 1024, "{page}");
+    let r = api.get(page["results_url"].as_str().unwrap()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.body["data"][0]["url"],
+        site.url("/b5"),
+        "where to read it"
+    );
     assert_eq!(events[5]["type"], "job.completed");
     assert_eq!(
         events[5]["sequence"], 7,
