@@ -93,6 +93,10 @@ pub struct ServeArgs {
     #[arg(long, env = "SARVCRAWL_MONITOR_MIN_INTERVAL", default_value_t = 60)]
     monitor_min_interval: u64,
 
+    /// Largest document (a PDF) fetched by URL, in MiB of decoded bytes.
+    #[arg(long, env = "SARVCRAWL_MAX_DOCUMENT_MIB", default_value_t = 25)]
+    max_document_mib: usize,
+
     /// The pauses before each retry of a webhook delivery, in seconds, comma-separated.
     /// Default: 5,30,120,600,1800,3600,10800,21600,43200 (about 24 hours).
     #[arg(long, env = "SARVCRAWL_WEBHOOK_RETRIES", value_name = "SECONDS,...", value_parser = parse_retries)]
@@ -214,6 +218,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     if let Some(ua) = &args.user_agent {
         fetch.user_agent = ua.clone();
     }
+    fetch.max_document_bytes = args.max_document_mib.max(1) << 20;
     let fetcher = Fetcher::new(AddressPolicy::new(args.allow_nets.clone()), fetch)
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let search = sarvcrawl_core::engine::search::from_env()?;

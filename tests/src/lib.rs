@@ -6,11 +6,13 @@ pub mod browser;
 pub mod clock;
 pub mod faults;
 pub mod fixture;
+mod pdf;
 pub mod procs;
 pub mod proxy;
 pub mod server;
 
 pub use fixture::{tree_paths, tree_site, Received, Receiver, Route, Site, Tap};
+pub use pdf::pdf;
 pub use proxy::{FirstPost, Proxy};
 pub use server::{Api, Reply, Serve};
 

@@ -10,6 +10,7 @@ mod browser_lifecycle;
 mod cli;
 mod clients;
 mod crawl;
+mod documents;
 mod emulator;
 mod faults;
 mod hostile;

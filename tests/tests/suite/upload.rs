@@ -30,48 +30,6 @@ async fn document(api: &e2e::Api, r: Reply) -> (String, Value) {
     (id, job["result"].clone())
 }
 
-/// A two-page PDF with one line of text on each page.
-fn pdf(lines: [&str; 2]) -> Vec<u8> {
-    use lopdf::content::{Content, Operation};
-    use lopdf::{dictionary, Document, Object, Stream};
-    let mut doc = Document::with_version("1.5");
-    let pages_id = doc.new_object_id();
-    let font_id = doc.add_object(dictionary! {
-        "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica",
-    });
-    let resources_id = doc.add_object(dictionary! {
-        "Font" => dictionary! { "F1" => font_id },
-    });
-    let mut kids = Vec::new();
-    for line in lines {
-        let content = Content {
-            operations: vec![
-                Operation::new("BT", vec![]),
-                Operation::new("Tf", vec!["F1".into(), 24.into()]),
-                Operation::new("Td", vec![72.into(), 700.into()]),
-                Operation::new("Tj", vec![Object::string_literal(line)]),
-                Operation::new("ET", vec![]),
-            ],
-        };
-        let content_id = doc.add_object(Stream::new(dictionary! {}, content.encode().unwrap()));
-        let page_id = doc.add_object(dictionary! {
-            "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
-            "Resources" => resources_id, "MediaBox" => vec![0.into(), 0.into(), 612.into(), 792.into()],
-        });
-        kids.push(Object::from(page_id));
-    }
-    let count = kids.len() as i64;
-    doc.objects.insert(
-        pages_id,
-        Object::Dictionary(dictionary! { "Type" => "Pages", "Kids" => kids, "Count" => count }),
-    );
-    let catalog_id = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
-    doc.trailer.set("Root", catalog_id);
-    let mut out = Vec::new();
-    doc.save_to(&mut out).unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn html_markdown_and_pdf_become_documents() {
     let serve = Serve::start();
@@ -116,7 +74,7 @@ async fn html_markdown_and_pdf_become_documents() {
     // Multipart, with the PDF's type given by its part.
     let form = reqwest::multipart::Form::new().part(
         "file",
-        reqwest::multipart::Part::bytes(pdf(["Hello from page one", "And page two"]))
+        reqwest::multipart::Part::bytes(e2e::pdf(&["Hello from page one", "And page two"], None))
             .file_name("paper.pdf")
             .mime_str("application/pdf")
             .unwrap(),

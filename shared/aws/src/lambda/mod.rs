@@ -204,7 +204,16 @@ impl Deployment {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, Error> {
         let mut aws = Aws::new(&clients, &names, clock.clone());
-        let fetcher = Fetcher::new(AddressPolicy::new(allow.clone()), FetchConfig::default())?;
+        let mut fetch = FetchConfig::default();
+        // `SARVCRAWL_MAX_DOCUMENT_MIB`: the largest document fetched by URL (25).
+        if let Ok(mib) = std::env::var("SARVCRAWL_MAX_DOCUMENT_MIB") {
+            let mib: usize = mib
+                .trim()
+                .parse()
+                .map_err(|e| format!("SARVCRAWL_MAX_DOCUMENT_MIB: {mib}: {e}"))?;
+            fetch.max_document_bytes = mib.max(1) << 20;
+        }
+        let fetcher = Fetcher::new(AddressPolicy::new(allow.clone()), fetch)?;
         let renderer = match make {
             Some(make) => {
                 let own = names

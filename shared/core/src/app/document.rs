@@ -4,6 +4,7 @@ use crate::domain::{ErrorCode, Format, JobError, PageOptions};
 use crate::engine::budget::Budget;
 use crate::engine::extract::{extract_html, ExtractOptions};
 use crate::engine::fetch::Fetched;
+use crate::engine::pdf::PdfError;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
 use url::Url;
@@ -17,6 +18,7 @@ pub(crate) struct Built {
 enum Kind {
     Html,
     Text,
+    Pdf,
 }
 
 fn media_type(ct: &str) -> String {
@@ -27,8 +29,14 @@ fn media_type(ct: &str) -> String {
         .to_ascii_lowercase()
 }
 
+/// What a response is: by its signature for a PDF (served with a wrong or no type, as they
+/// often are), else by its type, or by its first bytes when it has none.
 fn kind_of(content_type: Option<&str>, body: &[u8]) -> Option<Kind> {
+    if body.starts_with(b"%PDF-") {
+        return Some(Kind::Pdf);
+    }
     match content_type.map(media_type).as_deref() {
+        Some("application/pdf" | "application/x-pdf") => Some(Kind::Pdf),
         Some("text/html" | "application/xhtml+xml") => Some(Kind::Html),
         Some("text/plain" | "text/markdown" | "text/x-markdown") => Some(Kind::Text),
         None | Some("") => {
@@ -87,7 +95,6 @@ pub(crate) fn build(
             format!("content type {} is not supported", ct.unwrap_or("(none)")),
         ));
     };
-    let source = decode(ct, &f.body);
     let mut doc = Map::new();
     doc.insert("url".into(), json!(f.url.as_str()));
     doc.insert("requested_url".into(), json!(requested_url));
@@ -99,6 +106,21 @@ pub(crate) fn build(
         "elapsed_ms": f.elapsed.as_millis() as u64,
         "bytes": f.body.len(),
     });
+    if let Kind::Pdf = kind {
+        let (fields, pdf_meta) = pdf(&f.body, opts, budget)?;
+        doc.extend(fields);
+        if let (Value::Object(m), Value::Object(p)) = (&mut meta, pdf_meta) {
+            m.extend(p);
+        }
+        if opts.wants(Format::Metadata) {
+            doc.insert("metadata".into(), meta);
+        }
+        return Ok(Built {
+            doc: Value::Object(doc),
+            links: Vec::new(),
+        });
+    }
+    let source = decode(ct, &f.body);
     let links = match kind {
         Kind::Html => {
             let e = extract_html(
@@ -140,6 +162,7 @@ pub(crate) fn build(
             }
             Vec::new()
         }
+        Kind::Pdf => Vec::new(),
     };
     if opts.wants(Format::RawHtml) {
         doc.insert("raw_html".into(), json!(source));
@@ -155,6 +178,35 @@ pub(crate) fn build(
         doc: Value::Object(doc),
         links,
     })
+}
+
+/// A PDF's formats as the page options ask (`markdown` with a `## Page N` section per page,
+/// `text`), and what its metadata gains (`title`, `author`, `pages`). A PDF that cannot be read
+/// is `UNSUPPORTED_CONTENT`; one over the reader's bounds `TOO_LARGE` or `TOO_COMPLEX`.
+pub(crate) fn pdf(
+    bytes: &[u8],
+    opts: &PageOptions,
+    budget: &Budget,
+) -> Result<(Map<String, Value>, Value), JobError> {
+    let read = crate::engine::pdf::read(bytes, budget).map_err(|e| match e {
+        PdfError::Unreadable(_) => JobError::new(ErrorCode::UnsupportedContent, e.to_string()),
+        PdfError::Exceeded(e) => e.into(),
+    })?;
+    let mut fields = Map::new();
+    if opts.wants(Format::Markdown) {
+        let md: Vec<String> = read
+            .pages
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!("## Page {}\n\n{t}", i + 1))
+            .collect();
+        fields.insert("markdown".into(), json!(md.join("\n\n")));
+    }
+    if opts.wants(Format::Text) {
+        fields.insert("text".into(), json!(read.pages.join("\n\n")));
+    }
+    let meta = json!({"title": read.title, "author": read.author, "pages": read.pages.len()});
+    Ok((fields, meta))
 }
 
 /// The document of a page that failed.

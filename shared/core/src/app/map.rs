@@ -96,6 +96,7 @@ fn rules(req: &MapRequest, page: PageOptions) -> CrawlRequest {
         respect_robots: true,
         max_concurrency: CONCURRENCY as u64,
         delay_ms: 0,
+        include_documents: true,
         page,
         webhook: None,
     }

@@ -7,7 +7,6 @@ use super::{document, submit, App, AppError};
 use crate::domain::{ErrorCode, Job, JobError, JobKind, UploadRequest, UserId};
 use crate::engine::budget::Budget;
 use crate::engine::fetch::Fetched;
-use crate::engine::pdf::{page_texts, PdfError};
 use crate::ports::StoreResult;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -230,35 +229,22 @@ fn extract(
     Ok(doc)
 }
 
-/// Text and Markdown of a PDF's pages.
+/// A PDF's document: its formats and metadata ([`document::pdf`]).
 fn pdf(req: &UploadRequest, name: &str, bytes: &[u8], budget: &Budget) -> Result<Value, JobError> {
-    use crate::domain::Format;
-    let pages = page_texts(bytes, budget).map_err(|e| match e {
-        PdfError::Unreadable(_) => JobError::new(ErrorCode::UnsupportedContent, e.to_string()),
-        PdfError::Exceeded(e) => e.into(),
-    })?;
+    let (fields, pdf_meta) = document::pdf(bytes, &req.page, budget)?;
     let mut doc = Map::new();
     doc.insert("url".into(), Value::Null);
     doc.insert("requested_url".into(), json!(name));
     doc.insert("status_code".into(), Value::Null);
     doc.insert("content_type".into(), json!("application/pdf"));
-    if req.page.wants(Format::Markdown) {
-        let md: Vec<String> = pages
-            .iter()
-            .enumerate()
-            .map(|(i, t)| format!("## Page {}\n\n{t}", i + 1))
-            .collect();
-        doc.insert("markdown".into(), json!(md.join("\n\n")));
-    }
-    if req.page.wants(Format::Text) {
-        doc.insert("text".into(), json!(pages.join("\n\n")));
-    }
-    if req.page.wants(Format::Metadata) {
-        doc.insert(
-            "metadata".into(),
-            json!({"title": null, "description": null, "language": null,
-                   "canonical_url": null, "bytes": bytes.len(), "pages": pages.len()}),
-        );
+    doc.extend(fields);
+    if req.page.wants(crate::domain::Format::Metadata) {
+        let mut meta = json!({"title": null, "description": null, "language": null,
+                              "canonical_url": null, "bytes": bytes.len()});
+        if let (Value::Object(m), Value::Object(p)) = (&mut meta, pdf_meta) {
+            m.extend(p);
+        }
+        doc.insert("metadata".into(), meta);
     }
     Ok(Value::Object(doc))
 }

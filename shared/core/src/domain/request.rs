@@ -107,11 +107,18 @@ pub struct CrawlRequest {
     pub respect_robots: bool,
     pub max_concurrency: u64,
     pub delay_ms: u64,
+    /// Whether links to documents (PDFs) are followed like pages.
+    #[serde(default = "yes")]
+    pub include_documents: bool,
     #[serde(flatten)]
     pub page: PageOptions,
     /// Where the job's events are sent, if anywhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<WebhookSpec>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl CrawlRequest {
@@ -129,6 +136,7 @@ impl CrawlRequest {
             respect_robots: true,
             max_concurrency: 8,
             delay_ms: 0,
+            include_documents: true,
             page: PageOptions::default(),
             webhook: None,
         }
@@ -466,6 +474,7 @@ impl CrawlRequest {
         let respect_robots = f.boolean("respect_robots", d.respect_robots);
         let max_concurrency = f.integer("max_concurrency", d.max_concurrency, 1, 64);
         let delay_ms = f.integer("delay_ms", d.delay_ms, 0, 60_000);
+        let include_documents = f.boolean("include_documents", d.include_documents);
         let page = page_options(&mut f);
         let webhook = WebhookSpec::read(&mut f);
         f.finish()?;
@@ -481,6 +490,7 @@ impl CrawlRequest {
             respect_robots,
             max_concurrency,
             delay_ms,
+            include_documents,
             page,
             webhook,
         })

@@ -13,8 +13,10 @@ use url::Url;
 #[derive(Debug, Clone)]
 pub struct FetchConfig {
     pub user_agent: String,
-    /// Cap on decoded body bytes.
+    /// Cap on decoded body bytes of a page.
     pub max_body_bytes: usize,
+    /// Cap on decoded body bytes of a document (a PDF, by its type or its signature).
+    pub max_document_bytes: usize,
     pub connect_timeout: Duration,
     /// Longest silence between two reads of a response.
     pub read_timeout: Duration,
@@ -26,6 +28,7 @@ impl Default for FetchConfig {
         FetchConfig {
             user_agent: default_user_agent(),
             max_body_bytes: 10 * 1024 * 1024,
+            max_document_bytes: 25 * 1024 * 1024,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(15),
             max_redirects: 5,
@@ -247,9 +250,17 @@ impl Fetcher {
                 .get(http::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| retry_after(v, chrono::Utc::now()));
-            let cap = self.config.max_body_bytes;
+            let document_cap = self.config.max_document_bytes;
+            let mut cap = if content_type.as_deref().is_some_and(is_document_type) {
+                document_cap
+            } else {
+                self.config.max_body_bytes
+            };
             let mut body = BytesMut::new();
             while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+                if body.is_empty() && chunk.starts_with(b"%PDF-") {
+                    cap = cap.max(document_cap);
+                }
                 if body.len() + chunk.len() > cap {
                     return Err(FetchError::TooLarge(cap));
                 }
@@ -265,6 +276,14 @@ impl Fetcher {
             });
         }
     }
+}
+
+/// Whether a `Content-Type` names a document (read under the document cap).
+fn is_document_type(ct: &str) -> bool {
+    let media = ct.split(';').next().unwrap_or_default().trim();
+    ["application/pdf", "application/x-pdf"]
+        .iter()
+        .any(|d| media.eq_ignore_ascii_case(d))
 }
 
 /// Request headers that carry credentials (S10).

@@ -113,9 +113,52 @@ fn too_large_stream() -> Exceeded {
     ))
 }
 
-/// The text of each page, in page order.
-pub fn page_texts(bytes: &[u8], budget: &Budget) -> Result<Vec<String>, PdfError> {
+/// What a PDF says: its pages' text, in page order, and its declared title and author.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PdfText {
+    pub pages: Vec<String>,
+    pub title: Option<String>,
+    pub author: Option<String>,
+}
+
+/// Reads a PDF within bounds.
+pub fn read(bytes: &[u8], budget: &Budget) -> Result<PdfText, PdfError> {
     let doc = load(bytes, budget)?;
+    let pages = page_texts(&doc, budget)?;
+    Ok(PdfText {
+        pages,
+        title: info(&doc, b"Title"),
+        author: info(&doc, b"Author"),
+    })
+}
+
+/// A text entry of the document's information dictionary (UTF-16 with its byte-order mark, or
+/// PDFDocEncoding, read here as Latin-1), trimmed; `None` when absent or empty.
+fn info(doc: &Document, key: &[u8]) -> Option<String> {
+    let dict = match doc.trailer.get(b"Info").ok()? {
+        Object::Reference(id) => doc.get_dictionary(*id).ok()?,
+        Object::Dictionary(d) => d,
+        _ => return None,
+    };
+    let Object::String(bytes, _) = dict.get(key).ok()? else {
+        return None;
+    };
+    let text = match bytes.strip_prefix(&[0xFE, 0xFF]) {
+        Some(utf16) => {
+            let units: Vec<u16> = utf16
+                .chunks_exact(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .collect();
+            String::from_utf16_lossy(&units)
+        }
+        None => bytes.iter().map(|&b| b as char).collect(),
+    };
+    let text: String = text.trim().chars().take(1024).collect();
+    (!text.is_empty()).then_some(text)
+}
+
+/// The text of each page, in page order.
+fn page_texts(doc: &Document, budget: &Budget) -> Result<Vec<String>, PdfError> {
     let mut decoded = 0usize;
     let mut operators = 0usize;
     let mut kept = 0usize;
@@ -311,17 +354,40 @@ mod bombs {
     #[test]
     fn a_stream_bomb_and_pages_sharing_it_are_refused() {
         let one = sharing(255 << 20, 1);
-        let r = page_texts(&one, &Budget::unlimited());
+        let r = read(&one, &Budget::unlimited());
         assert!(
             matches!(r, Err(PdfError::Exceeded(Exceeded::TooLarge(_)))),
             "{r:?}"
         );
         // 200 pages of 1 MiB each: within every page's bound, over the document's.
         let many = sharing(1 << 20, 200);
-        let r = page_texts(&many, &Budget::unlimited());
+        let r = read(&many, &Budget::unlimited());
         assert!(matches!(r, Err(PdfError::Exceeded(_))), "{r:?}");
         // A small one reads.
         let small = sharing(100, 3);
-        assert_eq!(page_texts(&small, &Budget::unlimited()).unwrap().len(), 3);
+        assert_eq!(read(&small, &Budget::unlimited()).unwrap().pages.len(), 3);
+    }
+
+    #[test]
+    fn title_and_author_come_from_the_information_dictionary() {
+        let mut doc = lopdf::Document::load_mem(&sharing(100, 1)).unwrap();
+        let title: Vec<u8> = [0xFE, 0xFF]
+            .into_iter()
+            .chain("Prüfbericht".encode_utf16().flat_map(u16::to_be_bytes))
+            .collect();
+        let info = doc.add_object(dictionary! {
+            "Title" => Object::String(title, lopdf::StringFormat::Hexadecimal),
+            "Author" => Object::string_literal("  Ada Lovelace "),
+        });
+        doc.trailer.set("Info", info);
+        let mut bytes = Vec::new();
+        doc.save_to(&mut bytes).unwrap();
+        let text = read(&bytes, &Budget::unlimited()).unwrap();
+        assert_eq!(text.title.as_deref(), Some("Prüfbericht"));
+        assert_eq!(text.author.as_deref(), Some("Ada Lovelace"));
+        assert_eq!(
+            read(&sharing(100, 1), &Budget::unlimited()).unwrap().title,
+            None
+        );
     }
 }

@@ -27,6 +27,13 @@ pub struct Scope {
     allow_external: bool,
     include: Vec<Regex>,
     exclude: Vec<Regex>,
+    include_documents: bool,
+}
+
+/// Whether a URL's path names a document (a PDF) rather than a page.
+pub fn is_document_path(path: &str) -> bool {
+    path.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("pdf"))
 }
 
 fn compile(patterns: &[String]) -> Vec<Regex> {
@@ -52,6 +59,7 @@ impl Scope {
             allow_external: req.allow_external,
             include: compile(&req.include_paths),
             exclude: compile(&req.exclude_paths),
+            include_documents: req.include_documents,
         }
     }
 
@@ -80,6 +88,9 @@ impl Scope {
             return Some(SkipReason::Filtered);
         }
         if self.exclude.iter().any(|r| r.is_match(path)) {
+            return Some(SkipReason::Filtered);
+        }
+        if !self.include_documents && is_document_path(path) {
             return Some(SkipReason::Filtered);
         }
         None
