@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod clock;
+mod docx;
 pub mod faults;
 pub mod fixture;
 mod pdf;
@@ -11,6 +12,7 @@ pub mod procs;
 pub mod proxy;
 pub mod server;
 
+pub use docx::{docx, docx_bomb};
 pub use fixture::{tree_paths, tree_site, Received, Receiver, Route, Site, Tap};
 pub use pdf::pdf;
 pub use proxy::{FirstPost, Proxy};

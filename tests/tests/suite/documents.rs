@@ -1,6 +1,7 @@
-//! Documents by URL: a PDF fetched by a scrape or a crawl is extracted like an upload, whatever
-//! type it is served with; a crawl follows links to PDFs unless told not to; a PDF over the
-//! document cap and a broken one fail their page and the server keeps serving.
+//! Documents by URL: a PDF or a Word document fetched by a scrape or a crawl is extracted,
+//! whatever type it is served with; a crawl follows links to PDFs unless told not to; a PDF
+//! over the document cap, a zip bomb named `.docx` and a broken PDF fail their page and the
+//! server keeps serving.
 
 use bytes::Bytes;
 use e2e::{Route, Serve, Site};
@@ -56,6 +57,16 @@ fn site_routes() -> HashMap<String, Route> {
         "/huge.pdf".to_string(),
         served(Some("application/pdf"), huge),
     );
+    let docx_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+    routes.insert(
+        "/review.docx".to_string(),
+        served(Some(docx_type), e2e::docx()),
+    );
+    routes.insert(
+        "/files/review.docx".to_string(),
+        served(Some("application/octet-stream"), e2e::docx()),
+    );
+    routes.insert("/bomb.docx".to_string(), served(None, e2e::docx_bomb(100)));
     routes.insert(
         "/broken.pdf".to_string(),
         served(
@@ -77,7 +88,7 @@ async fn scrape(api: &e2e::Api, url: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_pdf_by_url_is_extracted_whatever_type_it_is_served_with() {
+async fn pdf_and_word_documents_by_url_are_extracted_whatever_type_they_are_served_with() {
     let site = Site::start(site_routes()).await;
     let serve = Serve::start();
     let api = serve.api(None);
@@ -99,6 +110,23 @@ async fn a_pdf_by_url_is_extracted_whatever_type_it_is_served_with() {
         assert_eq!(doc["metadata"]["pages"], 2);
         assert_eq!(doc["url"], site.url(path));
     }
+
+    for path in ["/review.docx", "/files/review.docx"] {
+        let job = scrape(&api, &site.url(path)).await;
+        assert_eq!(job["status"], "completed", "{path}: {job}");
+        let doc = &job["result"];
+        assert_eq!(
+            doc["markdown"],
+            "# Annual Review\n\n## Highlights\n\n- First point\n- Second point\n\n\
+             | Metric | Value |\n| --- | --- |\n| Revenue | 42 |\n\nClosing words & thanks.",
+            "{path}"
+        );
+        assert_eq!(doc["metadata"]["title"], "Annual Review");
+        assert_eq!(doc["metadata"]["author"], "Ada Lovelace");
+    }
+    let bomb = scrape(&api, &site.url("/bomb.docx")).await;
+    assert_eq!(bomb["status"], "failed");
+    assert_eq!(bomb["error"]["code"], "TOO_LARGE", "{bomb}");
 
     let huge = scrape(&api, &site.url("/huge.pdf")).await;
     assert_eq!(huge["status"], "failed");

@@ -2,6 +2,7 @@
 
 use crate::domain::{ErrorCode, Format, JobError, PageOptions};
 use crate::engine::budget::Budget;
+use crate::engine::docx::{self, DocxError};
 use crate::engine::extract::{extract_html, ExtractOptions};
 use crate::engine::fetch::Fetched;
 use crate::engine::pdf::PdfError;
@@ -19,6 +20,7 @@ enum Kind {
     Html,
     Text,
     Pdf,
+    Docx,
 }
 
 fn media_type(ct: &str) -> String {
@@ -29,14 +31,19 @@ fn media_type(ct: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// What a response is: by its signature for a PDF (served with a wrong or no type, as they
-/// often are), else by its type, or by its first bytes when it has none.
-fn kind_of(content_type: Option<&str>, body: &[u8]) -> Option<Kind> {
+/// What a response is: by its signature for a PDF, and for a zip at a `.docx` path (documents
+/// are often served with a wrong or no type), else by its type, or by its first bytes when it
+/// has none.
+fn kind_of(content_type: Option<&str>, body: &[u8], path: &str) -> Option<Kind> {
     if body.starts_with(b"%PDF-") {
         return Some(Kind::Pdf);
     }
+    if body.starts_with(b"PK\x03\x04") && crate::engine::urls::is_docx_path(path) {
+        return Some(Kind::Docx);
+    }
     match content_type.map(media_type).as_deref() {
         Some("application/pdf" | "application/x-pdf") => Some(Kind::Pdf),
+        Some(docx::MEDIA_TYPE) => Some(Kind::Docx),
         Some("text/html" | "application/xhtml+xml") => Some(Kind::Html),
         Some("text/plain" | "text/markdown" | "text/x-markdown") => Some(Kind::Text),
         None | Some("") => {
@@ -89,7 +96,7 @@ pub(crate) fn build(
         ));
     }
     let ct = f.content_type.as_deref();
-    let Some(kind) = kind_of(ct, &f.body) else {
+    let Some(kind) = kind_of(ct, &f.body, f.url.path()) else {
         return Err(JobError::new(
             ErrorCode::UnsupportedContent,
             format!("content type {} is not supported", ct.unwrap_or("(none)")),
@@ -106,10 +113,13 @@ pub(crate) fn build(
         "elapsed_ms": f.elapsed.as_millis() as u64,
         "bytes": f.body.len(),
     });
-    if let Kind::Pdf = kind {
-        let (fields, pdf_meta) = pdf(&f.body, opts, budget)?;
+    if matches!(kind, Kind::Pdf | Kind::Docx) {
+        let (fields, doc_meta) = match kind {
+            Kind::Pdf => pdf(&f.body, opts, budget)?,
+            _ => word(&f.body, opts, budget)?,
+        };
         doc.extend(fields);
-        if let (Value::Object(m), Value::Object(p)) = (&mut meta, pdf_meta) {
+        if let (Value::Object(m), Value::Object(p)) = (&mut meta, doc_meta) {
             m.extend(p);
         }
         if opts.wants(Format::Metadata) {
@@ -162,7 +172,7 @@ pub(crate) fn build(
             }
             Vec::new()
         }
-        Kind::Pdf => Vec::new(),
+        Kind::Pdf | Kind::Docx => Vec::new(),
     };
     if opts.wants(Format::RawHtml) {
         doc.insert("raw_html".into(), json!(source));
@@ -207,6 +217,27 @@ pub(crate) fn pdf(
     }
     let meta = json!({"title": read.title, "author": read.author, "pages": read.pages.len()});
     Ok((fields, meta))
+}
+
+/// A Word document's formats as the page options ask (`markdown` with its headings, lists and
+/// tables, `text`), and what its metadata gains (`title`, `author`).
+fn word(
+    bytes: &[u8],
+    opts: &PageOptions,
+    budget: &Budget,
+) -> Result<(Map<String, Value>, Value), JobError> {
+    let read = docx::read(bytes, budget).map_err(|e| match e {
+        DocxError::Unreadable(_) => JobError::new(ErrorCode::UnsupportedContent, e.to_string()),
+        DocxError::Exceeded(e) => e.into(),
+    })?;
+    let mut fields = Map::new();
+    if opts.wants(Format::Markdown) {
+        fields.insert("markdown".into(), json!(read.markdown));
+    }
+    if opts.wants(Format::Text) {
+        fields.insert("text".into(), json!(read.text));
+    }
+    Ok((fields, json!({"title": read.title, "author": read.author})))
 }
 
 /// The document of a page that failed.

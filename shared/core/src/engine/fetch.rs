@@ -15,7 +15,8 @@ pub struct FetchConfig {
     pub user_agent: String,
     /// Cap on decoded body bytes of a page.
     pub max_body_bytes: usize,
-    /// Cap on decoded body bytes of a document (a PDF, by its type or its signature).
+    /// Cap on decoded body bytes of a document (a PDF or a Word document, by its type or its
+    /// signature).
     pub max_document_bytes: usize,
     pub connect_timeout: Duration,
     /// Longest silence between two reads of a response.
@@ -258,7 +259,11 @@ impl Fetcher {
             };
             let mut body = BytesMut::new();
             while let Some(chunk) = resp.chunk().await.map_err(classify)? {
-                if body.is_empty() && chunk.starts_with(b"%PDF-") {
+                if body.is_empty()
+                    && (chunk.starts_with(b"%PDF-")
+                        || (chunk.starts_with(b"PK\x03\x04")
+                            && super::urls::is_docx_path(current.path())))
+                {
                     cap = cap.max(document_cap);
                 }
                 if body.len() + chunk.len() > cap {
@@ -281,9 +286,13 @@ impl Fetcher {
 /// Whether a `Content-Type` names a document (read under the document cap).
 fn is_document_type(ct: &str) -> bool {
     let media = ct.split(';').next().unwrap_or_default().trim();
-    ["application/pdf", "application/x-pdf"]
-        .iter()
-        .any(|d| media.eq_ignore_ascii_case(d))
+    [
+        "application/pdf",
+        "application/x-pdf",
+        super::docx::MEDIA_TYPE,
+    ]
+    .iter()
+    .any(|d| media.eq_ignore_ascii_case(d))
 }
 
 /// Request headers that carry credentials (S10).

@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod diff;
+pub mod docx;
 pub mod extract;
 pub mod fetch;
 pub mod guard;

@@ -30,10 +30,17 @@ pub struct Scope {
     include_documents: bool,
 }
 
-/// Whether a URL's path names a document (a PDF) rather than a page.
+/// Whether a URL's path names a document (a PDF or a Word document) rather than a page.
 pub fn is_document_path(path: &str) -> bool {
     path.rsplit_once('.')
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("pdf"))
+        || is_docx_path(path)
+}
+
+/// Whether a URL's path names a Word document.
+pub fn is_docx_path(path: &str) -> bool {
+    path.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("docx"))
 }
 
 fn compile(patterns: &[String]) -> Vec<Regex> {
