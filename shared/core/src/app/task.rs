@@ -289,13 +289,16 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         }
     };
 
+    // What the page produced is kept through a passing store error: the page is not fetched
+    // again for it.
     let key = match doc {
         Some(doc) => {
             let key = document_key(task);
-            timed(Stage::Store, async {
-                let body = serde_json::to_vec(&doc).map_err(StoreError::new)?;
-                app.blobs.put(&key, Bytes::from(body)).await
-            })
+            let body = Bytes::from(serde_json::to_vec(&doc).map_err(StoreError::new)?);
+            timed(
+                Stage::Store,
+                persisted(|| app.blobs.put(&key, body.clone())),
+            )
             .await?;
             Some(key)
         }
@@ -315,10 +318,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         status_code,
         document_key: key.clone(),
     };
-    let c = app
-        .jobs
-        .complete_node(user, job_id, &task.url, &outcome)
-        .await?;
+    let c = persisted(|| app.jobs.complete_node(user, job_id, &task.url, &outcome)).await?;
     if c.applied && key.is_some() {
         logs.push(match (&error, status_code) {
             (None, _)
@@ -346,6 +346,32 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         advance(app, &job, &req).await?;
     }
     Ok(Disposition::Ack)
+}
+
+/// Pauses before the tries again of a write that keeps a fetched page's work.
+const PERSIST_PAUSES: [Duration; 3] = [
+    Duration::from_millis(200),
+    Duration::from_millis(600),
+    Duration::from_millis(1800),
+];
+
+/// Runs a write (safe to repeat) again after a short pause while it fails with an error that
+/// may pass.
+async fn persisted<T, F, Fut>(mut write: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    for pause in PERSIST_PAUSES {
+        match write().await {
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(error = %e, "a page's write failed; trying it again");
+                tokio::time::sleep(pause).await;
+            }
+            done => return done,
+        }
+    }
+    write().await
 }
 
 /// How long before its booked start a task put back for its job's pacing is delivered again
