@@ -38,7 +38,7 @@ fn kind_of(content_type: Option<&str>, body: &[u8], path: &str) -> Option<Kind> 
     if body.starts_with(b"%PDF-") {
         return Some(Kind::Pdf);
     }
-    if body.starts_with(b"PK\x03\x04") && crate::engine::urls::is_docx_path(path) {
+    if body.starts_with(b"PK\x03\x04") && docx::is_docx_path(path) {
         return Some(Kind::Docx);
     }
     match content_type.map(media_type).as_deref() {

@@ -20,6 +20,12 @@ const MAX_CORE_XML: u64 = 1024 * 1024;
 pub const MEDIA_TYPE: &str =
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
 
+/// Whether a URL's path names a Word document.
+pub fn is_docx_path(path: &str) -> bool {
+    path.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("docx"))
+}
+
 /// Why a Word document yields no text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DocxError {

@@ -262,7 +262,7 @@ impl Fetcher {
                 if body.is_empty()
                     && (chunk.starts_with(b"%PDF-")
                         || (chunk.starts_with(b"PK\x03\x04")
-                            && super::urls::is_docx_path(current.path())))
+                            && super::docx::is_docx_path(current.path())))
                 {
                     cap = cap.max(document_cap);
                 }

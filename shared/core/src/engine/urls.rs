@@ -34,13 +34,7 @@ pub struct Scope {
 pub fn is_document_path(path: &str) -> bool {
     path.rsplit_once('.')
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("pdf"))
-        || is_docx_path(path)
-}
-
-/// Whether a URL's path names a Word document.
-pub fn is_docx_path(path: &str) -> bool {
-    path.rsplit_once('.')
-        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("docx"))
+        || super::docx::is_docx_path(path)
 }
 
 fn compile(patterns: &[String]) -> Vec<Regex> {
