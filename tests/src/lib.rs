@@ -14,7 +14,7 @@ pub mod server;
 
 pub use docx::{docx, docx_bomb};
 pub use fixture::{tree_paths, tree_site, Received, Receiver, Route, Site, Tap};
-pub use pdf::pdf;
+pub use pdf::{pdf, pdf_padded};
 pub use proxy::{FirstPost, Proxy};
 pub use server::{Api, Reply, Serve};
 

@@ -49,3 +49,14 @@ pub fn pdf(lines: &[&str], info: Option<(&str, &str)>) -> Vec<u8> {
     doc.save_to(&mut out).unwrap();
     out
 }
+
+/// [`pdf`] of `lines` with a stream of `pad` bytes no page shows, to make it big.
+pub fn pdf_padded(lines: &[&str], pad: usize) -> Vec<u8> {
+    let mut doc = Document::load_mem(&pdf(lines, None)).unwrap();
+    let mut stream = Stream::new(dictionary! {}, vec![b'x'; pad]);
+    stream.allows_compression = false;
+    doc.add_object(stream);
+    let mut out = Vec::new();
+    doc.save_to(&mut out).unwrap();
+    out
+}

@@ -244,7 +244,7 @@ pub enum ClientCommand {
         #[command(flatten)]
         wait: WaitFlags,
     },
-    /// Extract a document of your own (HTML, XHTML, text, Markdown, PDF; at most 4 MiB).
+    /// Extract a document of your own (HTML, XHTML, text, Markdown, PDF; at most 25 MiB).
     Upload {
         file: PathBuf,
         /// Its media type (default: from the file name).

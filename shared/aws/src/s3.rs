@@ -55,6 +55,30 @@ impl BlobStore for S3Blobs {
         Ok(Some(body.into_bytes()))
     }
 
+    async fn upload_url(
+        &self,
+        key: &str,
+        content_type: &str,
+        bytes: u64,
+        ttl: std::time::Duration,
+    ) -> StoreResult<Option<String>> {
+        let config =
+            aws_sdk_s3::presigning::PresigningConfig::expires_in(ttl).map_err(StoreError::new)?;
+        // The signature covers the type and the length: the object is exactly what was
+        // announced.
+        let presigned = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .content_length(i64::try_from(bytes).map_err(StoreError::new)?)
+            .presigned(config)
+            .await
+            .map_err(crate::errors::sdk)?;
+        Ok(Some(presigned.uri().to_string()))
+    }
+
     async fn delete(&self, key: &str) -> StoreResult<()> {
         self.client
             .delete_object()

@@ -583,6 +583,19 @@ pub trait BlobStore: Send + Sync {
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>>;
     /// Removes a blob; a missing one is no error.
     async fn delete(&self, key: &str) -> StoreResult<()>;
+
+    /// A URL where a client may PUT the blob `key` itself (exactly `bytes` bytes of
+    /// `content_type`) until `ttl` has passed; `None` for a store that takes no such uploads
+    /// (files: the API takes the bytes itself).
+    async fn upload_url(
+        &self,
+        _key: &str,
+        _content_type: &str,
+        _bytes: u64,
+        _ttl: Duration,
+    ) -> StoreResult<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// API keys kept outside the process (the AWS table): key -> user.

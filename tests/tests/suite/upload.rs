@@ -1,9 +1,10 @@
 //! Uploads end to end: HTML through the scrape pipeline (links resolved against `base_url`),
 //! Markdown passed through, a PDF made here read page by page, raw and multipart bodies, and
-//! the limits: 5 MiB -> 413, an image -> 415, a declared type that the content contradicts.
+//! the limits: 26 MiB -> 413, an image -> 415, a declared type that the content contradicts;
+//! and a document announced by its size, PUT to the upload URL the answer gives (AWS).
 
 use e2e::{Reply, Serve};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -108,7 +109,7 @@ async fn html_markdown_and_pdf_become_documents() {
 async fn oversized_unsupported_and_mislabelled_uploads_are_refused() {
     let serve = Serve::start();
     let api = serve.api(None);
-    let big = vec![b'a'; 5 * 1024 * 1024];
+    let big = vec![b'a'; 26 * 1024 * 1024];
     let r = upload(&api, "", "text/plain", big).await;
     assert_eq!(r.status, 413);
     assert_eq!(r.body["error"]["code"], "PAYLOAD_TOO_LARGE");
@@ -140,4 +141,49 @@ async fn oversized_unsupported_and_mislabelled_uploads_are_refused() {
         .as_str()
         .unwrap()
         .contains("<script>alert(1)</script>"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_document_over_the_api_limit_goes_to_an_upload_url() {
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let pdf = e2e::pdf_padded(&["Big report page"], 12 << 20);
+    assert!(pdf.len() > 12 << 20);
+    let announce =
+        json!({"filename": "big.pdf", "content_type": "application/pdf", "size": pdf.len()});
+    let r = api.post("/api/upload?formats=markdown", &announce).await;
+    if !e2e::server::aws_backend() {
+        // The embedded server takes the document itself, up to 25 MiB.
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert_eq!(r.body["error"]["details"][0]["field"], "body");
+        let r = upload(&api, "filename=big.pdf", "application/pdf", pdf).await;
+        let (_, doc) = document(&api, r).await;
+        assert!(doc["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("Big report page"));
+        return;
+    }
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.body["job_id"].as_str().unwrap().to_string();
+    let url = r.body["upload_url"].as_str().unwrap().to_string();
+    // Until the document arrives the job waits.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!["completed", "failed"].contains(&api.job(&id).await["status"].as_str().unwrap()));
+    let put = api
+        .http
+        .put(&url)
+        .header("content-type", "application/pdf")
+        .body(pdf)
+        .send()
+        .await
+        .unwrap();
+    let status = put.status();
+    assert!(status.is_success(), "{status} {url}: {}", put.text().await.unwrap_or_default());
+    let job = api.wait(&id, Duration::from_secs(120)).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(
+        job["result"]["markdown"], "## Page 1\n\nBig report page",
+        "{job}"
+    );
 }

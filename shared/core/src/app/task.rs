@@ -252,7 +252,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         }
         JobRequest::Map(r) => map::run(app, &job, r, &rt, &mut logs).await?.into(),
         JobRequest::Search(r) => search::run(app, &job, r, &rt, &mut logs).await?.into(),
-        JobRequest::Upload(r) => Step::Done(upload::run(app, r).await?),
+        JobRequest::Upload(r) => upload::run(app, &job, r).await?,
         JobRequest::Check(r) => monitor::run_check(app, &job, r, &rt, &mut logs)
             .await?
             .into(),

@@ -2,7 +2,7 @@
 //! checked, stored with the job's documents, then extracted by a worker like a fetched page.
 //! PDFs yield the text of their pages.
 
-use super::page::Produced;
+use super::page::{Produced, Step};
 use super::{document, submit, App, AppError};
 use crate::domain::{ErrorCode, Job, JobError, JobKind, UploadRequest, UserId};
 use crate::engine::budget::Budget;
@@ -15,7 +15,13 @@ use std::time::Duration;
 use url::Url;
 
 /// Largest document accepted.
-pub const MAX_UPLOAD: usize = 4 * 1024 * 1024;
+pub const MAX_UPLOAD: usize = 25 * 1024 * 1024;
+/// How long an upload URL may be used.
+pub const UPLOAD_URL_TTL: Duration = Duration::from_secs(15 * 60);
+/// How long a job announced by its size waits for its document before it fails.
+const UPLOAD_WAIT: chrono::Duration = chrono::Duration::minutes(20);
+/// How often such a job looks for its document.
+const UPLOAD_LOOK: chrono::Duration = chrono::Duration::seconds(3);
 
 /// The types an upload may have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,18 +179,107 @@ pub async fn submit(
     submit::create_with_input(app, job, node_name(&request), false, &key).await
 }
 
+/// A job announced by its document's size, and where to PUT the document.
+pub struct Announced {
+    pub job: Job,
+    pub upload_url: String,
+}
+
+fn invalid(field: &str, problem: &str) -> AppError {
+    AppError::Invalid(vec![crate::domain::validate::Problem {
+        field: field.into(),
+        problem: problem.into(),
+    }])
+}
+
+/// `POST /api/upload` with `{"filename", "content_type", "size"}`: a document too big for the
+/// API's own body limit (API Gateway's 10 MB, Lambda's 6 MB) goes straight to the document
+/// store through a presigned URL; the job starts working once it arrives. The other options
+/// come in the query string as for any upload.
+pub async fn announce(
+    app: &App,
+    user: &UserId,
+    query: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Announced, AppError> {
+    let mut f = crate::domain::validate::Fields::from_body(body).map_err(AppError::Invalid)?;
+    let filename = f.string("filename", 255);
+    let declared = f.string("content_type", 255);
+    if !f.has("size") {
+        f.problem("size", "is required");
+    }
+    let size = f.integer("size", 1, 1, MAX_UPLOAD as u64);
+    f.finish().map_err(AppError::Invalid)?;
+    let media = declared
+        .as_deref()
+        .filter(|t| !t.is_empty() && !t.starts_with("application/octet-stream"))
+        .map(|t| Media::of_type(t).ok_or_else(|| unsupported(&format!("{t} is not accepted"))))
+        .transpose()?
+        .or_else(|| filename.as_deref().and_then(Media::of_name))
+        .ok_or_else(|| unsupported("the document's type is unknown"))?;
+    let mut query = query.clone();
+    if let Some(name) = &filename {
+        query.insert("filename".into(), name.clone());
+    }
+    let mut job = Job::new(user.clone(), JobKind::Upload, Value::Null, app.clock.now());
+    let key = format!("{}/{}/upload", user, job.job_id);
+    let mut request = UploadRequest::parse(&query, media.as_str(), size, key.clone())
+        .map_err(AppError::Invalid)?;
+    request.awaiting = true;
+    let Some(upload_url) = app
+        .blobs
+        .upload_url(&key, media.as_str(), size, UPLOAD_URL_TTL)
+        .await?
+    else {
+        return Err(invalid(
+            "body",
+            "this deployment takes the document itself as the body (up to 25 MiB)",
+        ));
+    };
+    job.request = serde_json::to_value(&request).map_err(crate::ports::StoreError::new)?;
+    let job = submit::create(app, job, node_name(&request), false).await?;
+    Ok(Announced { job, upload_url })
+}
+
 /// The name of an upload's one node and document.
 fn node_name(req: &UploadRequest) -> String {
     format!("upload:{}", req.filename.as_deref().unwrap_or("document"))
 }
 
-/// Extracts an uploaded document (the worker's part).
-pub(crate) async fn run(app: &App, req: &UploadRequest) -> StoreResult<Produced> {
+/// Extracts an uploaded document (the worker's part). A document announced by its size is
+/// waited for, a few seconds at a time, until it arrives or its time is up.
+pub(crate) async fn run(app: &App, job: &Job, req: &UploadRequest) -> StoreResult<Step<Produced>> {
     let name = node_name(req);
+    let now = app.clock.now();
     let Some(bytes) = app.blobs.get(&req.source_key).await? else {
-        let e = JobError::new(ErrorCode::Internal, "the uploaded document is missing");
-        return Ok(Produced::result(&name, Err(e)));
+        if req.awaiting && now < job.created_at + UPLOAD_WAIT {
+            return Ok(Step::Later(now + UPLOAD_LOOK));
+        }
+        let e = if req.awaiting {
+            JobError::new(
+                ErrorCode::Timeout,
+                "the document was not uploaded within 20 minutes",
+            )
+        } else {
+            JobError::new(ErrorCode::Internal, "the uploaded document is missing")
+        };
+        return Ok(Step::Done(Produced::result(&name, Err(e))));
     };
+    // V5 for a document that came by its URL: it was not seen at submit. (S3 holds the PUT to
+    // the announced length and type; this holds any store to them.)
+    if req.awaiting {
+        let refused = if bytes.len() as u64 != req.bytes {
+            Some("the upload is not the announced size")
+        } else if req.content_type == Media::Pdf.as_str() && !bytes.starts_with(b"%PDF-") {
+            Some("the upload is not a PDF document")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            let e = JobError::new(ErrorCode::UnsupportedContent, why);
+            return Ok(Step::Done(Produced::result(&name, Err(e))));
+        }
+    }
     let (req, now, doc_name) = (req.clone(), app.clock.now(), name.clone());
     let r = app
         .work
@@ -193,7 +288,7 @@ pub(crate) async fn run(app: &App, req: &UploadRequest) -> StoreResult<Produced>
         })
         .await
         .unwrap_or_else(|e| Err(e.into()));
-    Ok(Produced::result(&name, r))
+    Ok(Step::Done(Produced::result(&name, r)))
 }
 
 fn extract(

@@ -205,6 +205,9 @@ pub struct UploadRequest {
     pub content_type: String,
     pub bytes: u64,
     pub source_key: String,
+    /// The document comes later, by its upload URL (a presigned PUT).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting: bool,
     #[serde(flatten)]
     pub page: PageOptions,
     /// Where the job's events are sent, if anywhere.
@@ -604,6 +607,7 @@ impl UploadRequest {
             content_type: content_type.to_string(),
             bytes,
             source_key,
+            awaiting: false,
             page,
             webhook,
         })

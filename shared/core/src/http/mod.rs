@@ -22,6 +22,9 @@ pub const MAX_JSON_BODY: usize = 1024 * 1024;
 /// Largest body a transport passes on: an upload's document and its multipart framing.
 pub const MAX_BODY: usize = upload::MAX_UPLOAD + 64 * 1024;
 
+/// Largest body of a batch: ten thousand URLs with their options.
+pub const MAX_BATCH_BODY: usize = 4 * 1024 * 1024;
+
 /// `GET /api/health`, which needs no key.
 pub fn health() -> Response<Bytes> {
     json_response(
@@ -55,6 +58,23 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
     let segments: Vec<&str> = path.split('/').skip(1).collect();
     let result = match (req.method(), segments.as_slice()) {
         (&Method::GET, ["api", "health"]) => return health(),
+        // A document announced by its size: the answer says where to PUT it.
+        (&Method::POST, ["api", "upload"])
+            if req
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|ct| ct.trim_start().starts_with("application/json")) =>
+        {
+            let query: std::collections::BTreeMap<_, _> = query.into_iter().collect();
+            let submit = async {
+                let a = upload::announce(app, user, &query, req.body()).await?;
+                let mut body = accepted_json(&a.job);
+                body["upload_url"] = json!(a.upload_url);
+                Ok(accepted_body(&body))
+            };
+            idempotency::once(app, user, &req, submit).await
+        }
         (&Method::POST, ["api", "upload"]) => {
             let content_type = req
                 .headers()
@@ -64,7 +84,10 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
             let submit = upload::submit(app, user, &query, content_type, req.body().clone());
             submitted(app, user, &req, submit).await
         }
-        // A list of URLs may be longer than other submits' bodies: up to [`MAX_BODY`].
+        (&Method::POST, ["api", "batch", "scrape"]) if req.body().len() > MAX_BATCH_BODY => {
+            Err(AppError::TooLarge(MAX_BATCH_BODY))
+        }
+        // A list of URLs may be longer than other submits' bodies: up to [`MAX_BATCH_BODY`].
         (&Method::POST, ["api", "batch", "scrape"]) => {
             let submit = async {
                 let s = batch::submit(app, user, req.body()).await?;
