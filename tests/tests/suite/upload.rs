@@ -179,7 +179,11 @@ async fn a_document_over_the_api_limit_goes_to_an_upload_url() {
         .await
         .unwrap();
     let status = put.status();
-    assert!(status.is_success(), "{status} {url}: {}", put.text().await.unwrap_or_default());
+    assert!(
+        status.is_success(),
+        "{status} {url}: {}",
+        put.text().await.unwrap_or_default()
+    );
     let job = api.wait(&id, Duration::from_secs(120)).await;
     assert_eq!(job["status"], "completed", "{job}");
     assert_eq!(

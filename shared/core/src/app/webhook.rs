@@ -12,6 +12,10 @@
 //! active, at the retry's due time after a failure, never once every event is settled. Runs
 //! are idempotent, so the extra runs that nudges add (a job starting, ending, cancelled) cost a
 //! read; a run already scheduled is never doubled.
+//!
+//! A monitor's check that found a change goes the same way: its one event, `monitor.changed`,
+//! is built from what the check stored once its job has ended, and signed with the monitor's
+//! own secret.
 
 use super::{App, AppError};
 use crate::domain::validate::Problem;
