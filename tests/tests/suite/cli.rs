@@ -393,14 +393,18 @@ async fn a_webhook_from_the_command_line_is_signed_with_the_secret_it_shows() {
     assert_eq!(event["type"], "job.completed");
     assert_eq!(event["job_id"], id.as_str());
     assert_eq!(event["metadata"]["from"], "cli");
-    let status = cli(&serve.base, &["status", &id]).await;
-    assert!(
-        status
+    // The delivery is counted once its receiver has answered.
+    loop {
+        let status = cli(&serve.base, &["status", &id]).await;
+        if status
             .stdout
-            .contains("webhook 1 delivered, 0 failed, 0 pending"),
-        "{}",
-        status.stdout
-    );
+            .contains("webhook 1 delivered, 0 failed, 0 pending")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", status.stdout);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let rotated = cli(&serve.base, &["webhook-secret", "--rotate"]).await;
     assert_eq!(rotated.code, 0, "{}", rotated.stderr);
     assert_ne!(rotated.stdout.trim(), secret);

@@ -325,7 +325,11 @@ async fn hostile_content_fails_its_own_page_and_nothing_else() {
     let deadline = Instant::now() + WAIT;
     let changed = loop {
         let m = watcher.get(&format!("/api/monitors/{monitor}")).await.body;
-        if m["changes"].as_u64() == Some(1) && !hook.received().is_empty() {
+        // The delivery is recorded on the monitor once the receiver has answered it.
+        if m["changes"].as_u64() == Some(1)
+            && m["last_delivery"]["status_code"] == 200
+            && !hook.received().is_empty()
+        {
             break m;
         }
         assert!(
