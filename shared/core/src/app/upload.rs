@@ -69,6 +69,17 @@ impl Media {
     }
 }
 
+/// The upload's type: the one declared (unless it is empty or says nothing), else the one
+/// its file name implies.
+fn media_of(declared: Option<&str>, filename: Option<&str>) -> Result<Media, AppError> {
+    declared
+        .filter(|t| !t.is_empty() && !t.starts_with("application/octet-stream"))
+        .map(|t| Media::of_type(t).ok_or_else(|| unsupported(&format!("{t} is not accepted"))))
+        .transpose()?
+        .or_else(|| filename.and_then(Media::of_name))
+        .ok_or_else(|| unsupported("the document's type is unknown"))
+}
+
 fn unsupported(what: &str) -> AppError {
     AppError::UnsupportedMediaType(format!(
         "{what}: send text/html, application/xhtml+xml, text/plain, text/markdown or application/pdf"
@@ -146,13 +157,7 @@ pub async fn submit(
         }]));
     }
     let filename = query.get("filename").cloned().or(part_name);
-    let media = declared
-        .as_deref()
-        .filter(|t| !t.is_empty() && !t.starts_with("application/octet-stream"))
-        .map(|t| Media::of_type(t).ok_or_else(|| unsupported(&format!("{t} is not accepted"))))
-        .transpose()?
-        .or_else(|| filename.as_deref().and_then(Media::of_name))
-        .ok_or_else(|| unsupported("the document's type is unknown"))?;
+    let media = media_of(declared.as_deref(), filename.as_deref())?;
     // V5: the declared type is checked against the content. A PDF must be one; text that
     // holds binary data is kept as plain text, never interpreted.
     let media = match media {
@@ -210,13 +215,7 @@ pub async fn announce(
     }
     let size = f.integer("size", 1, 1, MAX_UPLOAD as u64);
     f.finish().map_err(AppError::Invalid)?;
-    let media = declared
-        .as_deref()
-        .filter(|t| !t.is_empty() && !t.starts_with("application/octet-stream"))
-        .map(|t| Media::of_type(t).ok_or_else(|| unsupported(&format!("{t} is not accepted"))))
-        .transpose()?
-        .or_else(|| filename.as_deref().and_then(Media::of_name))
-        .ok_or_else(|| unsupported("the document's type is unknown"))?;
+    let media = media_of(declared.as_deref(), filename.as_deref())?;
     let mut query = query.clone();
     if let Some(name) = &filename {
         query.insert("filename".into(), name.clone());
