@@ -153,10 +153,39 @@ def presigned_key_of(handler):
 
 def authorize_unless_operator(self, iam_request_cls, resource="*"):
     """moto's own check (S3 uses it), skipped for the operator, whose presigned URLs (the
-    service's uploads) are taken as its own requests."""
-    key = access_key_of(self.headers) or presigned_key_of(self)
-    if key != OPERATOR_KEY:
+    service's uploads) are taken as its own requests. moto reads credentials from the
+    Authorization header only: a presigned URL of another principal (a function's link to an
+    artifact) is checked against that principal's policies here."""
+    signed_by = access_key_of(self.headers)
+    key = signed_by or presigned_key_of(self)
+    if key == OPERATOR_KEY:
+        return
+    if signed_by:
         CHECK_ACTION(self, iam_request_cls, resource)
+        return
+    if key:
+        check_presigned(self, iam_request_cls, resource)
+        return
+    CHECK_ACTION(self, iam_request_cls, resource)
+
+
+def check_presigned(handler, iam_request_cls, resource):
+    """Whether the principal whose credential a presigned URL carries may do what the URL does
+    on `resource` (its signature is not checked again: the SDK that presigned it computed it)."""
+    credential = handler.querystring.get("X-Amz-Credential", [""])
+    credential = credential[0] if isinstance(credential, list) else credential
+    headers = dict(handler.headers)
+    headers["Authorization"] = f"AWS4-HMAC-SHA256 Credential={credential}, SignedHeaders=host"
+    request = iam_request_cls(
+        account_id=handler.current_account,
+        method=handler.method,
+        path=handler.raw_path,
+        data=handler.data,
+        body=handler.raw_body,
+        headers=headers,
+        action=handler._get_action(),
+    )
+    request.check_action_permitted(resource)
 
 
 def dynamodb_authorize(self, resource="*"):

@@ -40,6 +40,7 @@ pub async fn render(c: &Chromium, url: &str, wait_for: Option<&str>) -> Rendered
         timeout: Duration::from_secs(20),
         wait_for,
         wait_ms: 0,
+        screenshot: None,
     })
     .await
 }

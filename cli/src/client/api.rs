@@ -41,22 +41,60 @@ pub enum Body {
 /// The API at `base`, as one user.
 pub struct Api {
     http: reqwest::Client,
+    /// A client that follows no redirect: an artifact's link is read without the key.
+    links: reqwest::Client,
     base: String,
     key: Option<String>,
 }
 
 impl Api {
     pub fn new(base: &str, key: Option<String>) -> Result<Self, Failure> {
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .user_agent(concat!("sarvcrawl-cli/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| Failure::Other(format!("cannot build the HTTP client: {e}")))?;
+        let client = |redirects| {
+            reqwest::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                .user_agent(concat!("sarvcrawl-cli/", env!("CARGO_PKG_VERSION")))
+                .redirect(redirects)
+                .build()
+                .map_err(|e| Failure::Other(format!("cannot build the HTTP client: {e}")))
+        };
         Ok(Api {
-            http,
+            http: client(reqwest::redirect::Policy::default())?,
+            links: client(reqwest::redirect::Policy::none())?,
             base: base.trim_end_matches('/').to_string(),
             key,
         })
+    }
+
+    /// The bytes of a job's artifact at `path`: answered by the API, or by the short-lived
+    /// link it redirects to (read without the key, which is the API's alone).
+    pub async fn download(&self, path: &str) -> Result<Vec<u8>, Failure> {
+        let net = |e: reqwest::Error| Failure::Network(e.to_string());
+        let mut req = self.links.get(format!("{}{path}", self.base));
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        let mut resp = req.send().await.map_err(net)?;
+        if resp.status().is_redirection() {
+            let link = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| Failure::Other(format!("{path}: a redirect without a link")))?
+                .to_string();
+            resp = self.links.get(link).send().await.map_err(net)?;
+        }
+        match resp.status().as_u16() {
+            200 => Ok(resp.bytes().await.map_err(net)?.to_vec()),
+            401 => Err(Failure::Auth),
+            status => {
+                let bytes = resp.bytes().await.map_err(net)?;
+                Err(Failure::Api(Reply {
+                    status,
+                    retry_after: None,
+                    body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                }))
+            }
+        }
     }
 
     async fn send_once(

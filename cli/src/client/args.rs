@@ -3,7 +3,7 @@
 use super::wait::OnDeadline;
 use super::Failure;
 use clap::{Args, Subcommand};
-use sarvcrawl_core::domain::{Format, PageOptions};
+use sarvcrawl_core::domain::{Format, PageOptions, ScreenshotOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -57,6 +57,15 @@ pub struct PageFlags {
     /// With --render: wait this many milliseconds more.
     #[arg(long)]
     wait_ms: Option<u64>,
+    /// With --render: take a PNG screenshot of the page (1280 x 800 unless --window says).
+    #[arg(long)]
+    screenshot: bool,
+    /// With --screenshot: the whole page, as tall as it is (at most 16384 pixels).
+    #[arg(long)]
+    full_page: bool,
+    /// With --screenshot: the browser window's size, WIDTHxHEIGHT.
+    #[arg(long, value_name = "WIDTHxHEIGHT", value_parser = parse_window)]
+    window: Option<(u32, u32)>,
 }
 
 impl PageFlags {
@@ -95,8 +104,29 @@ impl PageFlags {
         if let Some(w) = self.wait_ms {
             page.wait_ms = w;
         }
+        if self.screenshot {
+            if !page.formats.contains(&Format::Screenshot) {
+                page.formats.push(Format::Screenshot);
+            }
+            let mut shot = ScreenshotOptions {
+                full_page: self.full_page,
+                ..ScreenshotOptions::default()
+            };
+            if let Some((width, height)) = self.window {
+                (shot.width, shot.height) = (width, height);
+            }
+            page.screenshot = Some(shot);
+        }
         Ok(())
     }
+}
+
+/// `WIDTHxHEIGHT`.
+fn parse_window(s: &str) -> Result<(u32, u32), String> {
+    let size = s
+        .split_once(['x', 'X'])
+        .and_then(|(w, h)| Some((w.trim().parse().ok()?, h.trim().parse().ok()?)));
+    size.ok_or_else(|| format!("{s:?} is not a size like 1280x800"))
 }
 
 /// How a crawl or a batch fetches its pages.
@@ -167,6 +197,10 @@ pub enum ClientCommand {
     /// Scrape one page.
     Scrape {
         url: String,
+        /// Wait for the page and write its Markdown (and its screenshot, a PNG beside it)
+        /// into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
         #[command(flatten)]
         page: PageFlags,
         #[command(flatten)]

@@ -203,6 +203,7 @@ pub async fn results(
     }
     let mut cursor: Option<String> = None;
     let mut names = HashSet::new();
+    let mut screenshots = 0;
     loop {
         let path = match &cursor {
             Some(c) => format!("/api/jobs/{id}/results?limit=100&cursor={c}"),
@@ -211,7 +212,17 @@ pub async fn results(
         let r = api.get(&path).await?;
         for doc in r.body["data"].as_array().cloned().unwrap_or_default() {
             match &dir {
-                Some(d) => write_markdown(d, &doc, &mut names)?,
+                Some(d) => {
+                    let written = write_markdown(d, &doc, &mut names)?;
+                    if let Some(url) = doc["screenshot"]["url"].as_str() {
+                        let png = written.with_extension("png");
+                        let bytes = api.download(url).await?;
+                        std::fs::write(&png, bytes).map_err(|e| {
+                            Failure::Other(format!("cannot write {}: {e}", png.display()))
+                        })?;
+                        screenshots += 1;
+                    }
+                }
                 None => out.line(&doc, || {
                     format!(
                         "# {}\n\n{}\n",
@@ -228,14 +239,21 @@ pub async fn results(
     }
     if let Some(d) = &dir {
         eprintln!("{} documents written to {}", names.len(), d.display());
+        if screenshots > 0 {
+            eprintln!("{screenshots} screenshots written beside them");
+        }
     }
     Ok(())
 }
 
-/// Writes a document's Markdown to `<dir>/<host and path>.md` (a failed page: its error).
-/// URLs that map to one name (`/x/y`, `/x_y`, `/x?y`) get `-2`, `-3` ... so that no document
-/// of the run overwrites another; `names` holds the names the run has used.
-fn write_markdown(dir: &Path, doc: &Value, names: &mut HashSet<String>) -> Result<(), Failure> {
+/// Writes a document's Markdown to `<dir>/<host and path>.md` (a failed page: its error) and
+/// says where. URLs that map to one name (`/x/y`, `/x_y`, `/x?y`) get `-2`, `-3` ... so that
+/// no document of the run overwrites another; `names` holds the names the run has used.
+fn write_markdown(
+    dir: &Path,
+    doc: &Value,
+    names: &mut HashSet<String>,
+) -> Result<PathBuf, Failure> {
     let url = doc["url"]
         .as_str()
         .or(doc["requested_url"].as_str())
@@ -267,5 +285,6 @@ fn write_markdown(dir: &Path, doc: &Value, names: &mut HashSet<String>) -> Resul
     }
     let path = dir.join(name);
     std::fs::write(&path, text)
-        .map_err(|e| Failure::Other(format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| Failure::Other(format!("cannot write {}: {e}", path.display())))?;
+    Ok(path)
 }

@@ -96,8 +96,15 @@ pub async fn run(args: ClientArgs, cmd: ClientCommand) -> Result<(), Failure> {
     let api = Api::new(&args.api_url, args.api_key.clone())?;
     let out = Out { json: args.json };
     match cmd {
-        ClientCommand::Scrape { url, page, wait } => {
-            submit::scrape(&api, &out, url, &page, &wait).await
+        ClientCommand::Scrape {
+            url,
+            out: dir,
+            page,
+            mut wait,
+        } => {
+            // Files are written once the page is done: an output directory means waiting.
+            wait.wait |= dir.is_some();
+            submit::scrape(&api, &out, url, &page, &wait, dir).await
         }
         ClientCommand::Crawl {
             url,

@@ -25,10 +25,14 @@ pub async fn scrape(
     url: String,
     page: &PageFlags,
     wait: &WaitFlags,
+    dir: Option<PathBuf>,
 ) -> Result<(), Failure> {
     let mut req = ScrapeRequest::new(url);
     page.apply(&mut req.page)?;
-    submit(api, out, "/api/scrape", json(&req)?, wait).await?;
+    let id = submit(api, out, "/api/scrape", json(&req)?, wait).await?;
+    if let Some(dir) = dir {
+        results(api, out, &id, false, Some(dir)).await?;
+    }
     Ok(())
 }
 

@@ -19,6 +19,16 @@ impl S3Blobs {
     }
 }
 
+/// The type an object is stored with, by its key's extension: documents are JSON, artifacts
+/// PNG images.
+fn content_type_of(key: &str) -> &'static str {
+    match key.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("json") => "application/json",
+        Some("png") => "image/png",
+        _ => "application/octet-stream",
+    }
+}
+
 #[async_trait]
 impl BlobStore for S3Blobs {
     async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
@@ -26,7 +36,7 @@ impl BlobStore for S3Blobs {
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .content_type("application/json")
+            .content_type(content_type_of(key))
             .body(body.into())
             .send()
             .await
@@ -73,6 +83,37 @@ impl BlobStore for S3Blobs {
             .key(key)
             .content_type(content_type)
             .content_length(i64::try_from(bytes).map_err(StoreError::new)?)
+            .presigned(config)
+            .await
+            .map_err(crate::errors::sdk)?;
+        Ok(Some(presigned.uri().to_string()))
+    }
+
+    async fn download_url(
+        &self,
+        key: &str,
+        ttl: std::time::Duration,
+    ) -> StoreResult<Option<String>> {
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        if let Err(e) = head {
+            if e.as_service_error().is_some_and(|s| s.is_not_found()) {
+                return Ok(None);
+            }
+            return Err(crate::errors::sdk(e));
+        }
+        let config =
+            aws_sdk_s3::presigning::PresigningConfig::expires_in(ttl).map_err(StoreError::new)?;
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
             .presigned(config)
             .await
             .map_err(crate::errors::sdk)?;

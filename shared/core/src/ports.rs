@@ -5,7 +5,8 @@
 //! honours the contract keeps the per-user slot, URL claims, counters and final status exact.
 
 use crate::domain::{
-    Job, JobError, JobId, JobKind, JobStatus, Monitor, MonitorId, SigningKeys, UserId,
+    Job, JobError, JobId, JobKind, JobStatus, Monitor, MonitorId, ScreenshotOptions, SigningKeys,
+    UserId,
 };
 use crate::engine::fetch::{FetchError, Fetched};
 use async_trait::async_trait;
@@ -596,6 +597,13 @@ pub trait BlobStore: Send + Sync {
     ) -> StoreResult<Option<String>> {
         Ok(None)
     }
+
+    /// A URL where a client may GET the blob `key` itself until `ttl` has passed; `None` for
+    /// a store that gives no such links (files: the API answers the bytes), and for a blob
+    /// that does not exist.
+    async fn download_url(&self, _key: &str, _ttl: Duration) -> StoreResult<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// API keys kept outside the process (the AWS table): key -> user.
@@ -759,14 +767,26 @@ pub struct RenderRequest<'a> {
     pub wait_for: Option<&'a str>,
     /// A pause after the load (and after `wait_for`).
     pub wait_ms: u64,
+    /// A screenshot to take once the page is ready, in a window of its size.
+    pub screenshot: Option<ScreenshotOptions>,
 }
 
 /// What a render produced: the page's DOM after its scripts ran, as a response whose body is
-/// that HTML, and the URLs of the requests the page made that the address guard refused.
+/// that HTML, its screenshot when one was asked for (or why none could be taken), and the
+/// URLs of the requests the page made that the address guard refused.
 #[derive(Debug)]
 pub struct Rendered {
     pub page: Result<Fetched, FetchError>,
+    pub screenshot: Option<Result<Screenshot, JobError>>,
     pub blocked: Vec<String>,
+}
+
+/// A PNG image of a rendered page.
+#[derive(Debug, Clone)]
+pub struct Screenshot {
+    pub png: Bytes,
+    pub width: u32,
+    pub height: u32,
 }
 
 /// A headless browser that loads pages with their scripts, every request it makes checked by

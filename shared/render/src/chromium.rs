@@ -9,6 +9,7 @@ use bytes::Bytes;
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
+use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 use chromiumoxide::cdp::browser_protocol::fetch::{
     ContinueRequestParams, EnableParams as FetchEnableParams, EventRequestPaused, HeaderEntry,
     RequestPattern,
@@ -17,16 +18,18 @@ use chromiumoxide::cdp::browser_protocol::network::{
     EventRequestWillBeSent, EventResponseReceived, Headers, ResourceType,
     SetBypassServiceWorkerParams,
 };
-use chromiumoxide::cdp::browser_protocol::page::FrameId;
+use chromiumoxide::cdp::browser_protocol::page::{CaptureScreenshotFormat, FrameId, Viewport};
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams,
 };
 use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::page::ScreenshotParams;
 use chromiumoxide::{Browser, Page};
 use futures::{FutureExt, StreamExt};
+use sarvcrawl_core::domain::{ErrorCode, JobError, ScreenshotOptions};
 use sarvcrawl_core::engine::fetch::{FetchError, Fetched};
 use sarvcrawl_core::engine::guard::AddressPolicy;
-use sarvcrawl_core::ports::{RenderRequest, Rendered, Renderer};
+use sarvcrawl_core::ports::{RenderRequest, Rendered, Renderer, Screenshot};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,6 +45,8 @@ const POLL: Duration = Duration::from_millis(100);
 const MAX_REDIRECTS: usize = 5;
 /// Largest rendered DOM kept (the fetcher's body cap).
 const MAX_HTML: usize = 10 * 1024 * 1024;
+/// Largest screenshot kept.
+const MAX_SCREENSHOT: usize = 40 * 1024 * 1024;
 
 /// Runs in every page before its own scripts: no service worker can be registered (S9).
 const NO_SERVICE_WORKERS: &str = "if (navigator.serviceWorker) { \
@@ -205,29 +210,39 @@ impl Renderer for Chromium {
             self.replace(&instance).await;
         }
         let blocked = proxy.blocked();
-        let page = match page {
+        let (page, screenshot) = match page {
+            Ok((page, shot)) => (Ok(page), shot),
             // A page that could not load because the guard refused it is a blocked address.
-            Err(FetchError::Failed) if !blocked.is_empty() => Err(FetchError::Blocked),
-            p => p,
+            Err(FetchError::Failed) if !blocked.is_empty() => (Err(FetchError::Blocked), None),
+            Err(e) => (Err(e), None),
         };
-        Rendered { page, blocked }
+        Rendered {
+            page,
+            screenshot,
+            blocked,
+        }
     }
 }
 
 fn failed(e: FetchError) -> Rendered {
     Rendered {
         page: Err(e),
+        screenshot: None,
         blocked: Vec::new(),
     }
 }
 
-/// Opens the page in `context`, loads it, waits as asked and reads its DOM.
+/// A screenshot taken, or why none was.
+type Shot = Option<Result<Screenshot, JobError>>;
+
+/// Opens the page in `context`, loads it, waits as asked, reads its DOM and takes its
+/// screenshot when one is asked for.
 async fn load(
     browser: &Browser,
     context: &BrowserContextId,
     req: &RenderRequest<'_>,
     user_agent: &str,
-) -> Result<Fetched, FetchError> {
+) -> Result<(Fetched, Shot), FetchError> {
     let started = Instant::now();
     let cdp = |e: chromiumoxide::error::CdpError| {
         tracing::debug!(error = %e, "DevTools command failed");
@@ -247,6 +262,10 @@ async fn load(
     target.browser_context_id = Some(context.clone());
     let page = browser.new_page(target).await.map_err(cdp)?;
     let _headers = prepare(&page, req, user_agent).await.map_err(cdp)?;
+    if let Some(o) = req.screenshot {
+        // The page lays itself out for the window it is taken in.
+        page.execute(window(o.width, o.height)).await.map_err(cdp)?;
+    }
     let main = page.mainframe().await.map_err(cdp)?;
     let mut responses = page
         .event_listener::<EventResponseReceived>()
@@ -312,14 +331,86 @@ async fn load(
         .and_then(|u| url::Url::parse(&u).ok())
         .filter(|u| matches!(u.scheme(), "http" | "https"))
         .ok_or(FetchError::Failed)?;
-    Ok(Fetched {
+    let shot = match req.screenshot {
+        Some(o) => Some(capture(&page, o).await),
+        None => None,
+    };
+    let fetched = Fetched {
         url,
         status,
         content_type: Some("text/html; charset=utf-8".into()),
         retry_after: None,
         body: Bytes::from(html),
         elapsed: started.elapsed(),
+    };
+    Ok((fetched, shot))
+}
+
+/// A window of `width` x `height` CSS pixels, one device pixel each.
+fn window(width: u32, height: u32) -> SetDeviceMetricsOverrideParams {
+    SetDeviceMetricsOverrideParams::new(i64::from(width), i64::from(height), 1., false)
+}
+
+/// A PNG of the window, or of the whole page (the window grown to the page's height, at most
+/// [`ScreenshotOptions::MAX_HEIGHT`]).
+async fn capture(page: &Page, o: ScreenshotOptions) -> Result<Screenshot, JobError> {
+    let failed = |e: chromiumoxide::error::CdpError| {
+        tracing::debug!(error = %e, "the screenshot failed");
+        JobError::new(
+            ErrorCode::FetchFailed,
+            "the browser could not take the screenshot",
+        )
+    };
+    let mut height = o.height;
+    if o.full_page {
+        let metrics = page.layout_metrics().await.map_err(failed)?;
+        // A float's cast saturates (and a NaN is 0), so the page cannot ask for more.
+        let tall = metrics.css_content_size.height.ceil() as u32;
+        height = tall.clamp(1, ScreenshotOptions::MAX_HEIGHT);
+        page.execute(window(o.width, height))
+            .await
+            .map_err(failed)?;
+    }
+    let clip = Viewport {
+        x: 0.,
+        y: 0.,
+        width: f64::from(o.width),
+        height: f64::from(height),
+        scale: 1.,
+    };
+    let params = ScreenshotParams::builder()
+        .format(CaptureScreenshotFormat::Png)
+        .clip(clip)
+        .build();
+    let png = page.screenshot(params).await.map_err(failed)?;
+    if png.len() > MAX_SCREENSHOT {
+        return Err(JobError::new(
+            ErrorCode::TooLarge,
+            format!("the screenshot is over {} MiB", MAX_SCREENSHOT >> 20),
+        ));
+    }
+    let (width, height) = png_size(&png).ok_or_else(|| {
+        JobError::new(
+            ErrorCode::FetchFailed,
+            "the browser's screenshot is not a PNG",
+        )
+    })?;
+    Ok(Screenshot {
+        png: Bytes::from(png),
+        width,
+        height,
     })
+}
+
+/// The width and height a PNG's header gives.
+fn png_size(png: &[u8]) -> Option<(u32, u32)> {
+    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+    let header = png.get(..24)?;
+    if &header[..8] != SIGNATURE || &header[12..16] != b"IHDR" {
+        return None;
+    }
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    Some((be(&header[16..20]), be(&header[20..24])))
 }
 
 /// Before the page loads: no service workers, the user agent, and the request's headers for

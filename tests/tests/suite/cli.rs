@@ -358,6 +358,44 @@ async fn batch_reads_a_file_of_urls_waits_and_writes_each_document() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn scrape_out_writes_the_markdown_and_the_screenshot_beside_it() {
+    let site = Site::start(page_site(None)).await;
+    let serve = Serve::start();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("pages");
+    let url = site.url("/page");
+    let args = [
+        "scrape",
+        url.as_str(),
+        "--render",
+        "--screenshot",
+        "--window",
+        "640x480",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    let r = cli(&serve.base, &args).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("1 screenshots written"), "{}", r.stderr);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files[0].with_extension("png"), files[1], "{files:?}");
+    let markdown = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(markdown.contains("# Hello CLI"), "{markdown}");
+    let png = std::fs::read(&files[1]).unwrap();
+    let info = png::Decoder::new(std::io::Cursor::new(png))
+        .read_info()
+        .unwrap()
+        .info()
+        .clone();
+    assert_eq!((info.width, info.height), (640, 480));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_webhook_from_the_command_line_is_signed_with_the_secret_it_shows() {
     let site = Site::start(page_site(None)).await;
     let receiver = e2e::Receiver::start(&[]).await;

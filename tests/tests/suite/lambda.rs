@@ -104,6 +104,7 @@ impl Functions {
 fn route_of(path: &str) -> String {
     let parts: Vec<&str> = path.split('/').collect();
     match parts.as_slice() {
+        ["", "api", "jobs", _id, "artifacts", _name] => "/api/jobs/{id}/artifacts/{name}".into(),
         ["", "api", kind @ ("jobs" | "monitors"), _id, rest @ ..] => {
             let mut route = format!("/api/{kind}/{{id}}");
             for r in rest {
@@ -611,7 +612,7 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
 
     // Without a render queue the deployment has no browser: 503, nothing stored.
     let plain = Functions::on(clients.clone(), names.clone(), Arc::new(SystemClock));
-    let body = json!({"url": site.url("/"), "render": true});
+    let body = json!({"url": site.url("/"), "render": true, "formats": ["markdown", "screenshot"]});
     let resp = plain
         .api(api_event(
             "POST",
@@ -692,6 +693,25 @@ async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
     let job = body_json(&resp);
     let markdown = job["result"]["markdown"].as_str().unwrap_or_default();
     assert!(markdown.contains("written by script"), "{job}");
+
+    // The render worker stored the screenshot; the status function hands its owner a link to
+    // it, with only the policy the template gives each function.
+    let shot = &job["result"]["screenshot"];
+    assert_eq!(
+        (shot["width"].as_u64(), shot["height"].as_u64()),
+        (Some(1280), Some(800))
+    );
+    let path = shot["url"].as_str().unwrap();
+    let resp = front.api(api_event("GET", path, Some("r2"), None)).await;
+    assert_eq!(resp.status(), 404, "another user's artifact");
+    let resp = front.api(api_event("GET", path, Some("r1"), None)).await;
+    assert_eq!(resp.status(), 302);
+    let link = resp.headers()["location"].to_str().unwrap();
+    let png = reqwest::get(link).await.unwrap();
+    assert_eq!(png.status(), 200, "{link}: {:?}", png.text().await);
+    let png = png.bytes().await.unwrap();
+    assert_eq!(shot["bytes"].as_u64(), Some(png.len() as u64));
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

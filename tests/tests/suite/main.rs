@@ -25,6 +25,7 @@ mod redelivery;
 mod render;
 mod renderer;
 mod scrape;
+mod screenshots;
 mod search;
 mod ssrf;
 mod store;

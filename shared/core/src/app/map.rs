@@ -123,11 +123,7 @@ pub(crate) async fn run(
         only_main_content: false,
         include_selectors: Vec::new(),
         exclude_selectors: Vec::new(),
-        headers: Default::default(),
-        timeout_ms: 30_000,
-        render: false,
-        wait_for: None,
-        wait_ms: 0,
+        ..PageOptions::default()
     };
     let rules = rules(req, page);
     let Ok(root) = Url::parse(&req.url).map(|u| normalise(&u)) else {

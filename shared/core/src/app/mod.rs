@@ -1,6 +1,7 @@
 //! Use cases, one module each. They take an [`App`] and plain values and never see HTTP,
 //! SQLite or AWS types.
 
+pub mod artifact;
 pub mod batch;
 pub mod cancel;
 pub mod crawl;

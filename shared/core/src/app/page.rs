@@ -2,6 +2,7 @@
 //! the job's pacing, the fetch (or a render in the headless browser) with back-off on 429 and
 //! 503, and the extraction into a document on the work pool. It depends on no job kind.
 
+use super::artifact;
 use super::document::{self, Built};
 use super::polite::{at_host, chrono_of, robots_for, turn, until, until_check, Turn, LATE};
 use super::runtime::JobRuntime;
@@ -9,10 +10,9 @@ use super::App;
 use crate::domain::{ErrorCode, Job, JobError, PageOptions};
 use crate::engine::fetch::{FetchError, Fetched};
 use crate::engine::robots::Robots;
-use crate::ports::{NewLog, RenderRequest, StoreError, StoreResult, Task};
+use crate::ports::{NewLog, RenderRequest, Screenshot, StoreError, StoreResult, Task};
 use crate::stages::{self, timed, Stage};
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,9 +82,8 @@ impl Produced {
 
 /// The document key of a page of a job.
 pub(crate) fn document_key(task: &Task) -> String {
-    let digest = Sha256::digest(task.url.as_bytes());
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}/{}/{hex}.json", task.user_id, task.job_id)
+    let name = artifact::page_name(&task.url);
+    format!("{}/{}/{name}.json", task.user_id, task.job_id)
 }
 
 /// A page that could not be turned into a document.
@@ -215,7 +214,9 @@ pub(crate) async fn fetch_page(
             Ok::<_, StoreError>(Some(Step::Done(if opts.render {
                 render(app, &url, opts, logs).await
             } else {
-                fetch_politely(app, &url, &opts.headers, opts.timeout_ms, logs).await
+                fetch_politely(app, &url, &opts.headers, opts.timeout_ms, logs)
+                    .await
+                    .map(|f| (f, None))
             })))
         })
         .await??;
@@ -224,7 +225,7 @@ pub(crate) async fn fetch_page(
             None => booked = None,
         }
     };
-    let fetched = match fetched {
+    let (fetched, shot) = match fetched {
         Step::Done(Ok(f)) => f,
         Step::Done(Err(e)) => return Ok(Step::Done(Err(e))),
         Step::Cancelled => return Ok(Step::Cancelled),
@@ -243,6 +244,14 @@ pub(crate) async fn fetch_page(
         .unwrap_or_else(|e| Err(e.into()));
     // The work thread let go of the response when it finished (or it is given up on).
     let fetched = Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
+    let built = match (built, shot) {
+        (Ok(mut b), Some(Ok(shot))) => {
+            b.doc["screenshot"] = artifact::store_screenshot(app, job, url.as_str(), shot).await?;
+            Ok(b)
+        }
+        (Ok(_), Some(Err(error))) | (Err(error), _) => Err(error),
+        (Ok(b), None) => Ok(b),
+    };
     Ok(Step::Done(match built {
         Ok(b) => Ok((fetched, b)),
         Err(error) => Err(Failure {
@@ -294,13 +303,14 @@ pub(crate) async fn fetch_pages(
     Ok(Some(pages))
 }
 
-/// Loads the page in the headless browser; the requests it refused are logged (S9).
+/// Loads the page in the headless browser, with its screenshot when the formats ask for one;
+/// the requests it refused are logged (S9).
 async fn render(
     app: &App,
     url: &Url,
     opts: &PageOptions,
     logs: &mut Vec<NewLog>,
-) -> Result<Fetched, Failure> {
+) -> Result<(Fetched, Option<Result<Screenshot, JobError>>), Failure> {
     let Some(renderer) = &app.renderer else {
         return Err(Failure::new(
             ErrorCode::RenderUnavailable,
@@ -315,6 +325,7 @@ async fn render(
             timeout: Duration::from_millis(opts.timeout_ms),
             wait_for: opts.wait_for.as_deref(),
             wait_ms: opts.wait_ms,
+            screenshot: opts.screenshot,
         })
         .await;
     logs.extend(rendered.blocked.iter().map(|b| {
@@ -324,7 +335,7 @@ async fn render(
         ))
         .at(url.as_str())
     }));
-    Ok(rendered.page?)
+    Ok((rendered.page?, rendered.screenshot))
 }
 
 /// Fetches, backing off while the server answers 429 or 503 (C2).

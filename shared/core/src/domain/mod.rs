@@ -15,6 +15,6 @@ pub use monitor::{
 };
 pub use request::{
     BatchBody, BatchRequest, CrawlRequest, Format, JobRequest, MapRequest, PageOptions,
-    ScrapeRequest, SearchRequest, UploadRequest,
+    ScrapeRequest, ScreenshotOptions, SearchRequest, UploadRequest,
 };
 pub use webhook::{EventType, SigningKeys, WebhookSpec};

@@ -17,6 +17,8 @@ pub enum Format {
     Text,
     Links,
     Metadata,
+    /// A PNG of the rendered page (`render: true` only), stored as an artifact of the job.
+    Screenshot,
 }
 
 impl Format {
@@ -29,6 +31,7 @@ impl Format {
             "text" => Format::Text,
             "links" => Format::Links,
             "metadata" => Format::Metadata,
+            "screenshot" => Format::Screenshot,
             _ => return None,
         })
     }
@@ -46,6 +49,36 @@ pub struct PageOptions {
     pub render: bool,
     pub wait_for: Option<String>,
     pub wait_ms: u64,
+    /// The screenshot's size, when the formats ask for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screenshot: Option<ScreenshotOptions>,
+}
+
+/// The size of a page's screenshot: the browser's window, and whether the whole page is taken
+/// (as tall as the page, at most [`ScreenshotOptions::MAX_HEIGHT`]) or only the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScreenshotOptions {
+    pub full_page: bool,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl ScreenshotOptions {
+    /// Tallest image taken, a full page included.
+    pub const MAX_HEIGHT: u32 = 16_384;
+    /// Widest window.
+    pub const MAX_WIDTH: u32 = 1_920;
+}
+
+/// A window of 1280 x 800, not the full page.
+impl Default for ScreenshotOptions {
+    fn default() -> Self {
+        ScreenshotOptions {
+            full_page: false,
+            width: 1280,
+            height: 800,
+        }
+    }
 }
 
 impl PageOptions {
@@ -67,6 +100,7 @@ impl Default for PageOptions {
             render: false,
             wait_for: None,
             wait_ms: 0,
+            screenshot: None,
         }
     }
 }
@@ -368,7 +402,7 @@ const FORBIDDEN_HEADERS: &[&str] = &[
 
 /// The page options of a body (formats, selectors, headers, timeouts, rendering).
 pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
-    let names = f.strings("formats", 6, 16);
+    let names = f.strings("formats", 7, 16);
     let mut formats = Vec::new();
     for n in &names {
         match Format::parse(n) {
@@ -377,7 +411,8 @@ pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
             None => f.problem(
                 "formats",
                 format!(
-                    "unknown format {n:?}: use markdown, html, raw_html, text, links, metadata"
+                    "unknown format {n:?}: use markdown, html, raw_html, text, links, metadata, \
+                     screenshot"
                 ),
             ),
         }
@@ -409,6 +444,7 @@ pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
         }
     }
     let wait_ms = f.integer("wait_ms", d.wait_ms, 0, 30_000);
+    let screenshot = screenshot_options(f, formats.contains(&Format::Screenshot), render);
     PageOptions {
         formats,
         only_main_content,
@@ -419,7 +455,54 @@ pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
         render,
         wait_for,
         wait_ms,
+        screenshot,
     }
+}
+
+/// `screenshot` of a body asking for the format (`wanted`): its options, defaults filled.
+/// Only a rendered page has a screenshot; options without the format are a mistake.
+fn screenshot_options(f: &mut Fields, wanted: bool, render: bool) -> Option<ScreenshotOptions> {
+    let given = f.value("screenshot");
+    if !wanted {
+        if given.is_some() {
+            f.problem("screenshot", "is set but formats has no screenshot");
+        }
+        return None;
+    }
+    if !render {
+        f.problem("render", "must be true for the screenshot format");
+    }
+    let mut o = ScreenshotOptions::default();
+    match given {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Object(map)) => {
+            for (k, v) in map {
+                let field = format!("screenshot.{k}");
+                match (k.as_str(), &v) {
+                    ("full_page", serde_json::Value::Bool(b)) => o.full_page = *b,
+                    ("width", _) => match bounded(&v, 320, ScreenshotOptions::MAX_WIDTH) {
+                        Some(n) => o.width = n,
+                        None => f.problem(&field, "must be an integer from 320 to 1920"),
+                    },
+                    ("height", _) => match bounded(&v, 200, ScreenshotOptions::MAX_HEIGHT) {
+                        Some(n) => o.height = n,
+                        None => f.problem(&field, "must be an integer from 200 to 16384"),
+                    },
+                    ("full_page", _) => f.problem(&field, "must be a boolean"),
+                    _ => f.problem(&field, "is not an option: use full_page, width, height"),
+                }
+            }
+        }
+        Some(_) => f.problem("screenshot", "must be an object"),
+    }
+    Some(o)
+}
+
+/// `v` as an integer from `min` to `max`.
+fn bounded(v: &serde_json::Value, min: u32, max: u32) -> Option<u32> {
+    v.as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| (min..=max).contains(n))
 }
 
 fn selectors(f: &mut Fields, field: &str) -> Vec<String> {
@@ -645,6 +728,51 @@ mod tests {
                 "limit",
                 "max_depth",
                 "timeout_ms"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_screenshot_needs_render_and_bounded_options() {
+        let fields = |body: &str| -> Vec<String> {
+            ScrapeRequest::parse(body.as_bytes())
+                .unwrap_err()
+                .into_iter()
+                .map(|p| p.field)
+                .collect()
+        };
+        let r = ScrapeRequest::parse(
+            br#"{"url":"https://e.com","render":true,"formats":["markdown","screenshot"]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.page.screenshot, Some(ScreenshotOptions::default()));
+        let r = ScrapeRequest::parse(
+            br#"{"url":"https://e.com","render":true,"formats":["screenshot"],
+                "screenshot":{"full_page":true,"width":800,"height":600}}"#,
+        )
+        .unwrap();
+        let o = r.page.screenshot.unwrap();
+        assert!(o.full_page && o.width == 800 && o.height == 600);
+        assert_eq!(
+            fields(r#"{"url":"https://e.com","formats":["screenshot"]}"#),
+            ["render"]
+        );
+        assert_eq!(
+            fields(r#"{"url":"https://e.com","render":true,"screenshot":{}}"#),
+            ["screenshot"]
+        );
+        let mut bad = fields(
+            r#"{"url":"https://e.com","render":true,"formats":["screenshot"],
+                "screenshot":{"width":99999,"height":16385,"full_page":1,"zoom":2}}"#,
+        );
+        bad.sort();
+        assert_eq!(
+            bad,
+            [
+                "screenshot.full_page",
+                "screenshot.height",
+                "screenshot.width",
+                "screenshot.zoom"
             ]
         );
     }

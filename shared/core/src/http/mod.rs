@@ -4,6 +4,7 @@
 mod idempotency;
 mod response;
 
+use crate::app::artifact::{self, Artifact};
 use crate::app::{
     batch, cancel, crawl, map, monitor, query, scrape, search, upload, webhook, App, AppError,
 };
@@ -162,6 +163,11 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
         (&Method::GET, ["api", "jobs", id]) => get_job(app, user, id).await,
         (&Method::GET, ["api", "jobs", id, "results"]) => results(app, user, id, &query).await,
         (&Method::GET, ["api", "jobs", id, "logs"]) => logs(app, user, id, &query).await,
+        (&Method::GET, ["api", "jobs", id, "artifacts", name]) => {
+            artifact::read(app, user, id, name)
+                .await
+                .map(artifact_response)
+        }
         (&Method::GET, ["api", "jobs", id, "tree"]) => query::tree(app, user, id)
             .await
             .map(|t| json_response(StatusCode::OK, &t)),
@@ -176,6 +182,29 @@ pub async fn handle(app: &App, user: &UserId, req: Request<Bytes>) -> Response<B
         _ => Err(AppError::NoRoute),
     };
     result.unwrap_or_else(error)
+}
+
+/// An artifact's bytes (a PNG), or a redirect to the short-lived link where they are.
+fn artifact_response(a: Artifact) -> Response<Bytes> {
+    let (status, header, value, body) = match a {
+        Artifact::Bytes(b) => (
+            StatusCode::OK,
+            http::header::CONTENT_TYPE,
+            "image/png".into(),
+            b,
+        ),
+        Artifact::Link(url) => (StatusCode::FOUND, http::header::LOCATION, url, Bytes::new()),
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    if let Ok(v) = http::HeaderValue::from_str(&value) {
+        resp.headers_mut().insert(header, v);
+    }
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("private, no-store"),
+    );
+    resp
 }
 
 fn parse_query(q: Option<&str>) -> HashMap<String, String> {
