@@ -17,6 +17,8 @@ const SUBMIT_PAUSES: [Duration; 4] = [
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest `Retry-After` the client waits out (a larger one is capped).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
+/// Longest a document's upload through its link may take.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(300);
 /// 429 answers in a row after which the client gives up.
 const MAX_BUSY: u32 = 10;
 
@@ -63,6 +65,33 @@ impl Api {
             base: base.trim_end_matches('/').to_string(),
             key,
         })
+    }
+
+    /// PUTs a document to the upload link an announced upload was answered with (the link
+    /// carries its own authorisation: no key is sent).
+    pub async fn put_link(
+        &self,
+        link: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(), Failure> {
+        let net = |e: reqwest::Error| Failure::Network(e.to_string());
+        let resp = self
+            .links
+            .put(link)
+            .timeout(UPLOAD_TIMEOUT)
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(bytes)
+            .send()
+            .await
+            .map_err(net)?;
+        if !resp.status().is_success() {
+            return Err(Failure::Other(format!(
+                "the upload link answered {}",
+                resp.status().as_u16()
+            )));
+        }
+        Ok(())
     }
 
     /// The bytes of a job's artifact at `path`: answered by the API, or by the short-lived

@@ -396,6 +396,38 @@ async fn scrape_out_writes_the_markdown_and_the_screenshot_beside_it() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_big_upload_goes_where_the_deployment_takes_it() {
+    let serve = Serve::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("big.pdf");
+    std::fs::write(&file, e2e::pdf_padded(&["Big report page"], 12 << 20)).unwrap();
+    let r = cli(
+        &serve.base,
+        &[
+            "upload",
+            file.to_str().unwrap(),
+            "--format",
+            "markdown",
+            "--wait",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("## Page 1\n\nBig report page"),
+        "{}",
+        r.stdout
+    );
+    // On AWS the document went through the link the API answered with, not the API itself;
+    // the embedded server took it as the body.
+    let linked = r.stderr.contains("to the link the API gave");
+    assert_eq!(linked, e2e::server::aws_backend(), "{}", r.stderr);
+    let id = named_job(&r.stderr);
+    let job = serve.api(None).job(&id).await;
+    assert_eq!(job["status"], "completed", "{job}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_webhook_from_the_command_line_is_signed_with_the_secret_it_shows() {
     let site = Site::start(page_site(None)).await;
     let receiver = e2e::Receiver::start(&[]).await;
