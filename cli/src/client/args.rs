@@ -278,7 +278,8 @@ pub enum ClientCommand {
         #[command(flatten)]
         wait: WaitFlags,
     },
-    /// Extract a document of your own (HTML, XHTML, text, Markdown, PDF; at most 25 MiB).
+    /// Extract a document of your own (HTML, XHTML, text, Markdown, PDF, .docx; at most
+    /// 25 MiB).
     Upload {
         file: PathBuf,
         /// Its media type (default: from the file name).

@@ -251,6 +251,7 @@ fn media_type(name: &str) -> &'static str {
         Some("xhtml") => "application/xhtml+xml",
         Some("md" | "markdown") => "text/markdown",
         Some("pdf") => "application/pdf",
+        Some("docx") => sarvcrawl_core::engine::docx::MEDIA_TYPE,
         _ => "text/plain",
     }
 }

@@ -103,6 +103,24 @@ async fn html_markdown_and_pdf_become_documents() {
         .contains("Hello from page one"));
     assert_eq!(doc["metadata"]["pages"], 2);
     assert_eq!(doc["metadata"]["filename"], "paper.pdf");
+
+    // A Word document, by its type and by its name alone.
+    let docx_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+    for (query, content_type) in [
+        ("filename=review.docx", docx_type),
+        ("filename=review.docx", "application/octet-stream"),
+    ] {
+        let r = upload(&api, query, content_type, e2e::docx()).await;
+        let (_, doc) = document(&api, r).await;
+        assert_eq!(
+            doc["markdown"],
+            "# Annual Review\n\n## Highlights\n\n- First point\n- Second point\n\n\
+             | Metric | Value |\n| --- | --- |\n| Revenue | 42 |\n\nClosing words & thanks.",
+            "{content_type}"
+        );
+        assert_eq!(doc["metadata"]["title"], "Annual Review");
+        assert_eq!(doc["metadata"]["filename"], "review.docx");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -118,8 +136,10 @@ async fn oversized_unsupported_and_mislabelled_uploads_are_refused() {
     let r = upload(&api, "filename=logo.png", "image/png", png.clone()).await;
     assert_eq!(r.status, 415);
     assert_eq!(r.body["error"]["code"], "UNSUPPORTED_MEDIA_TYPE");
-    let r = upload(&api, "filename=x.pdf", "application/pdf", png).await;
+    let r = upload(&api, "filename=x.pdf", "application/pdf", png.clone()).await;
     assert_eq!(r.status, 415, "a PDF must be one");
+    let r = upload(&api, "filename=x.docx", "application/octet-stream", png).await;
+    assert_eq!(r.status, 415, "a Word document must be one: {}", r.body);
 
     let r = upload(&api, "colour=blue", "text/plain", b"hi".to_vec()).await;
     assert_eq!(r.status, 400);

@@ -6,6 +6,7 @@ use super::page::{Produced, Step};
 use super::{document, submit, App, AppError};
 use crate::domain::{ErrorCode, Job, JobError, JobKind, UploadRequest, UserId};
 use crate::engine::budget::Budget;
+use crate::engine::docx;
 use crate::engine::fetch::Fetched;
 use crate::ports::StoreResult;
 use bytes::Bytes;
@@ -31,6 +32,7 @@ enum Media {
     Plain,
     Markdown,
     Pdf,
+    Docx,
 }
 
 impl Media {
@@ -42,6 +44,7 @@ impl Media {
             "text/plain" => Media::Plain,
             "text/markdown" | "text/x-markdown" => Media::Markdown,
             "application/pdf" => Media::Pdf,
+            docx::MEDIA_TYPE => Media::Docx,
             _ => return None,
         })
     }
@@ -54,6 +57,7 @@ impl Media {
             "txt" => Media::Plain,
             "md" | "markdown" => Media::Markdown,
             "pdf" => Media::Pdf,
+            "docx" => Media::Docx,
             _ => return None,
         })
     }
@@ -65,6 +69,19 @@ impl Media {
             Media::Plain => "text/plain",
             Media::Markdown => "text/markdown",
             Media::Pdf => "application/pdf",
+            Media::Docx => docx::MEDIA_TYPE,
+        }
+    }
+
+    /// Why `bytes` cannot be a document of this type, for the types whose content has a
+    /// signature (a PDF's `%PDF-`, a Word document's zip header).
+    fn refuses(self, bytes: &[u8]) -> Option<&'static str> {
+        match self {
+            Media::Pdf if !bytes.starts_with(b"%PDF-") => Some("the upload is not a PDF document"),
+            Media::Docx if !bytes.starts_with(b"PK\x03\x04") => {
+                Some("the upload is not a Word (.docx) document")
+            }
+            _ => None,
         }
     }
 }
@@ -82,7 +99,8 @@ fn media_of(declared: Option<&str>, filename: Option<&str>) -> Result<Media, App
 
 fn unsupported(what: &str) -> AppError {
     AppError::UnsupportedMediaType(format!(
-        "{what}: send text/html, application/xhtml+xml, text/plain, text/markdown or application/pdf"
+        "{what}: send text/html, application/xhtml+xml, text/plain, text/markdown, \
+         application/pdf or a Word document (.docx)"
     ))
 }
 
@@ -158,13 +176,13 @@ pub async fn submit(
     }
     let filename = query.get("filename").cloned().or(part_name);
     let media = media_of(declared.as_deref(), filename.as_deref())?;
-    // V5: the declared type is checked against the content. A PDF must be one; text that
-    // holds binary data is kept as plain text, never interpreted.
+    // V5: the declared type is checked against the content. A PDF or a Word document must be
+    // one; text that holds binary data is kept as plain text, never interpreted.
+    if let Some(why) = media.refuses(&bytes) {
+        return Err(unsupported(why));
+    }
     let media = match media {
-        Media::Pdf if !bytes.starts_with(b"%PDF-") => {
-            return Err(unsupported("the body is not a PDF document"))
-        }
-        Media::Pdf => Media::Pdf,
+        m @ (Media::Pdf | Media::Docx) => m,
         m if bytes[..bytes.len().min(8192)].contains(&0) => {
             tracing::info!(declared = m.as_str(), "binary content kept as plain text");
             Media::Plain
@@ -269,10 +287,8 @@ pub(crate) async fn run(app: &App, job: &Job, req: &UploadRequest) -> StoreResul
     if req.awaiting {
         let refused = if bytes.len() as u64 != req.bytes {
             Some("the upload is not the announced size")
-        } else if req.content_type == Media::Pdf.as_str() && !bytes.starts_with(b"%PDF-") {
-            Some("the upload is not a PDF document")
         } else {
-            None
+            Media::of_type(&req.content_type).and_then(|m| m.refuses(&bytes))
         };
         if let Some(why) = refused {
             let e = JobError::new(ErrorCode::UnsupportedContent, why);
