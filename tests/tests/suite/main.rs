@@ -12,6 +12,7 @@ mod clients;
 mod crawl;
 mod documents;
 mod emulator;
+mod extract;
 mod faults;
 mod hostile;
 mod idempotency;

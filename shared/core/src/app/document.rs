@@ -1,6 +1,6 @@
 //! Turning a fetched response into the API's document.
 
-use crate::domain::{ErrorCode, Format, JobError, PageOptions};
+use crate::domain::{ErrorCode, ExtractSpec, Format, JobError, PageOptions};
 use crate::engine::budget::Budget;
 use crate::engine::docx::{self, DocxError};
 use crate::engine::extract::{extract_html, ExtractOptions};
@@ -14,6 +14,8 @@ use url::Url;
 pub(crate) struct Built {
     pub doc: Value,
     pub links: Vec<Url>,
+    /// What the job's log should say about the page (content that was skipped).
+    pub warnings: Vec<String>,
 }
 
 enum Kind {
@@ -125,12 +127,17 @@ pub(crate) fn build(
         if opts.wants(Format::Metadata) {
             doc.insert("metadata".into(), meta);
         }
+        if opts.wants(Format::Json) {
+            doc.insert("json".into(), Value::Null);
+        }
         return Ok(Built {
             doc: Value::Object(doc),
             links: Vec::new(),
+            warnings: Vec::new(),
         });
     }
     let source = decode(ct, &f.body);
+    let mut warnings = Vec::new();
     let links = match kind {
         Kind::Html => {
             let e = extract_html(
@@ -141,6 +148,10 @@ pub(crate) fn build(
                     markdown: opts.wants(Format::Markdown),
                     text: opts.wants(Format::Text),
                     html: opts.wants(Format::Html),
+                    schema: match &opts.extract {
+                        Some(ExtractSpec::Selectors(s)) => Some(s.clone()),
+                        _ => None,
+                    },
                     ..Default::default()
                 }
                 .with_selectors(&opts.include_selectors, &opts.exclude_selectors),
@@ -150,6 +161,18 @@ pub(crate) fn build(
             meta["description"] = json!(e.description);
             meta["language"] = json!(e.language);
             meta["canonical_url"] = json!(e.canonical_url);
+            if let Value::Object(m) = &mut meta {
+                m.extend(e.declared);
+            }
+            if e.invalid_json_ld > 0 {
+                warnings.push(format!(
+                    "{} JSON-LD block(s) of the page are not valid JSON and were skipped",
+                    e.invalid_json_ld
+                ));
+            }
+            if let Some(json) = e.json {
+                doc.insert("json".into(), json);
+            }
             for (format, value) in [("markdown", e.markdown), ("text", e.text), ("html", e.html)] {
                 if let Some(v) = value {
                     doc.insert(format.into(), json!(v));
@@ -184,9 +207,13 @@ pub(crate) fn build(
     if opts.wants(Format::Metadata) {
         doc.insert("metadata".into(), meta);
     }
+    if opts.wants(Format::Json) && !doc.contains_key("json") {
+        doc.insert("json".into(), Value::Null);
+    }
     Ok(Built {
         doc: Value::Object(doc),
         links,
+        warnings,
     })
 }
 

@@ -244,6 +244,9 @@ pub(crate) async fn fetch_page(
         .unwrap_or_else(|e| Err(e.into()));
     // The work thread let go of the response when it finished (or it is given up on).
     let fetched = Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
+    if let Ok(b) = &built {
+        logs.extend(b.warnings.iter().map(|w| NewLog::warn(w).at(url.as_str())));
+    }
     let built = match (built, shot) {
         (Ok(mut b), Some(Ok(shot))) => {
             b.doc["screenshot"] = artifact::store_screenshot(app, job, url.as_str(), shot).await?;

@@ -1,5 +1,6 @@
 //! The domain model: identifiers, jobs and their status machine, validated requests.
 
+pub mod extract;
 pub mod ids;
 pub mod job;
 pub mod monitor;
@@ -7,6 +8,7 @@ pub mod request;
 pub mod validate;
 pub mod webhook;
 
+pub use extract::{ExtractSpec, Field, FieldKind, SelectorSchema};
 pub use ids::{JobId, UserId};
 pub use job::{ErrorCode, Job, JobError, JobKind, JobStatus, Progress};
 pub use monitor::{

@@ -1,6 +1,7 @@
 //! Validated requests of every job kind. Parsing fills every default, so a stored request says
 //! exactly what the job does.
 
+use super::extract::ExtractSpec;
 use super::validate::{Fields, Problem};
 use super::webhook::WebhookSpec;
 use super::{CheckRequest, Job, JobKind};
@@ -19,6 +20,8 @@ pub enum Format {
     Metadata,
     /// A PNG of the rendered page (`render: true` only), stored as an artifact of the job.
     Screenshot,
+    /// What `extract` asks for, as JSON.
+    Json,
 }
 
 impl Format {
@@ -32,6 +35,7 @@ impl Format {
             "links" => Format::Links,
             "metadata" => Format::Metadata,
             "screenshot" => Format::Screenshot,
+            "json" => Format::Json,
             _ => return None,
         })
     }
@@ -52,6 +56,9 @@ pub struct PageOptions {
     /// The screenshot's size, when the formats ask for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screenshot: Option<ScreenshotOptions>,
+    /// The structured extraction of format `json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extract: Option<ExtractSpec>,
 }
 
 /// The size of a page's screenshot: the browser's window, and whether the whole page is taken
@@ -101,6 +108,7 @@ impl Default for PageOptions {
             wait_for: None,
             wait_ms: 0,
             screenshot: None,
+            extract: None,
         }
     }
 }
@@ -402,7 +410,7 @@ const FORBIDDEN_HEADERS: &[&str] = &[
 
 /// The page options of a body (formats, selectors, headers, timeouts, rendering).
 pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
-    let names = f.strings("formats", 7, 16);
+    let names = f.strings("formats", 8, 16);
     let mut formats = Vec::new();
     for n in &names {
         match Format::parse(n) {
@@ -412,7 +420,7 @@ pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
                 "formats",
                 format!(
                     "unknown format {n:?}: use markdown, html, raw_html, text, links, metadata, \
-                     screenshot"
+                     screenshot, json"
                 ),
             ),
         }
@@ -445,6 +453,12 @@ pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
     }
     let wait_ms = f.integer("wait_ms", d.wait_ms, 0, 30_000);
     let screenshot = screenshot_options(f, formats.contains(&Format::Screenshot), render);
+    let extract = ExtractSpec::read(f);
+    match (&extract, formats.contains(&Format::Json)) {
+        (Some(_), false) => formats.push(Format::Json),
+        (None, true) => f.problem("extract", "is required for the json format"),
+        _ => {}
+    }
     PageOptions {
         formats,
         only_main_content,
@@ -456,6 +470,7 @@ pub(crate) fn page_options(f: &mut Fields) -> PageOptions {
         wait_for,
         wait_ms,
         screenshot,
+        extract,
     }
 }
 

@@ -6,15 +6,19 @@
 mod clean;
 mod markdown;
 mod meter;
+mod schema;
 
 use super::budget::{Budget, Exceeded};
+use crate::domain::SelectorSchema;
 use crate::stages::{self, Stage};
 use meter::Meter;
 use scraper::{ElementRef, Html, Selector};
+use serde_json::{Map, Value};
 use std::collections::HashSet;
 use url::Url;
 
 pub use meter::MAX_OUTPUT;
+pub use schema::MAX_MATCHES;
 
 /// Distinct links taken from one page at most (a crawl never needs more: its `limit` is at most
 /// as many), so what a page's links cost downstream (scope, robots, claims) stays bounded.
@@ -29,6 +33,8 @@ pub struct ExtractOptions {
     pub markdown: bool,
     pub text: bool,
     pub html: bool,
+    /// A schema of selectors to read the page with.
+    pub schema: Option<SelectorSchema>,
 }
 
 impl ExtractOptions {
@@ -58,6 +64,13 @@ pub struct Extracted {
     pub markdown: Option<String>,
     pub text: Option<String>,
     pub html: Option<String>,
+    /// What the selector schema read.
+    pub json: Option<Value>,
+    /// What the page declares besides (OpenGraph, Twitter cards, author, dates, keywords,
+    /// favicon, JSON-LD), by the names the document's metadata uses.
+    pub declared: Map<String, Value>,
+    /// JSON-LD blocks that are not valid JSON (skipped).
+    pub invalid_json_ld: usize,
 }
 
 /// Elements whose content is never part of the readable page.
@@ -105,6 +118,10 @@ pub fn extract_html(
     let (base, mut out) = links_and_metadata(&doc, url, &meter);
     drop(links_in);
     meter.result()?;
+    if let Some(s) = &opts.schema {
+        out.json = Some(schema::run(&doc, s, &meter));
+        meter.result()?;
+    }
     let _rendering = stages::enter(Some(Stage::Markdown));
 
     if !(opts.markdown || opts.text || opts.html) {
@@ -177,6 +194,10 @@ struct Head<'a> {
     og_description: Option<Option<&'a str>>,
     canonical: Option<&'a str>,
     hrefs: Vec<&'a str>,
+    /// Declared metadata: `(name, content)` of each `meta` the document's metadata names.
+    declared: Vec<(String, &'a str)>,
+    favicon: Option<&'a str>,
+    json_ld: Vec<ElementRef<'a>>,
 }
 
 fn first<T>(slot: &mut Option<T>, value: Option<T>) {
@@ -208,7 +229,12 @@ fn scan(doc: &Html) -> Head<'_> {
                     Some("og:description") => first(&mut head.og_description, Some(content)),
                     _ => {}
                 }
+                let key = attr("property").or(attr("name")).and_then(declared_name);
+                if let (Some(key), Some(content)) = (key, content) {
+                    head.declared.push((key, content));
+                }
             }
+            "script" if attr("type").is_some_and(is_json_ld) => head.json_ld.push(el),
             "link" => {
                 // `rel` compares without case on an HTML element, as in a selector.
                 let html = v.name.ns == html5ever::ns!(html);
@@ -218,11 +244,89 @@ fn scan(doc: &Html) -> Head<'_> {
                 if canonical {
                     first(&mut head.canonical, attr("href"));
                 }
+                let icon = attr("rel").is_some_and(|r| {
+                    r.split_ascii_whitespace()
+                        .any(|w| w.eq_ignore_ascii_case("icon"))
+                });
+                if icon {
+                    first(&mut head.favicon, attr("href"));
+                }
             }
             _ => {}
         }
     }
     head
+}
+
+/// The name in the document's metadata of a `meta` tag's `property` or `name`: OpenGraph
+/// (`og:image` -> `og_image`) and Twitter card fields, `author`, `keywords`, and an article's
+/// publication and modification times.
+fn declared_name(name: &str) -> Option<String> {
+    let lower = name.trim().to_ascii_lowercase();
+    let key = match lower.as_str() {
+        "author" | "article:author" => "author".to_string(),
+        "keywords" => "keywords".to_string(),
+        "article:published_time" => "published_time".to_string(),
+        "article:modified_time" => "modified_time".to_string(),
+        n if n.starts_with("og:") || n.starts_with("twitter:") => n.replace(':', "_"),
+        _ => return None,
+    };
+    (key.len() <= 64).then_some(key)
+}
+
+fn is_json_ld(t: &str) -> bool {
+    t.split(';')
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/ld+json"))
+}
+
+/// JSON-LD blocks read at most, and the largest one read.
+const MAX_JSON_LD: usize = 20;
+const MAX_JSON_LD_BYTES: usize = 1024 * 1024;
+
+/// What the page declares: the first of each `meta` by its name, keywords as a list, the
+/// favicon's absolute URL, and the JSON-LD blocks that parse (and how many did not).
+fn declared(head: &Head, base: &Url, meter: &Meter) -> (Map<String, Value>, usize) {
+    let mut out = Map::new();
+    for (key, content) in &head.declared {
+        if out.contains_key(key) || !meter.add(content.len()) {
+            continue;
+        }
+        let value = if key == "keywords" {
+            let words: Vec<&str> = content
+                .split(',')
+                .map(str::trim)
+                .filter(|w| !w.is_empty())
+                .collect();
+            Value::from(words)
+        } else {
+            match non_empty(Some(content)) {
+                Some(v) => Value::String(v),
+                None => continue,
+            }
+        };
+        out.insert(key.clone(), value);
+    }
+    if let Some(icon) = head.favicon.and_then(|h| absolute(base, h)) {
+        out.insert("favicon".into(), Value::String(icon.into()));
+    }
+    let mut blocks = Vec::new();
+    let mut invalid = 0;
+    for el in head.json_ld.iter().take(MAX_JSON_LD) {
+        let text: String = el.text().collect();
+        if text.len() > MAX_JSON_LD_BYTES || !meter.add(text.len()) {
+            invalid += 1;
+            continue;
+        }
+        match serde_json::from_str::<Value>(text.trim()) {
+            Ok(v) => blocks.push(v),
+            Err(_) => invalid += 1,
+        }
+    }
+    if !blocks.is_empty() {
+        out.insert("json_ld".into(), Value::Array(blocks));
+    }
+    (out, invalid)
 }
 
 /// Resolves a link against the base; only http(s), without fragment.
@@ -265,7 +369,10 @@ fn links_and_metadata(doc: &Html, url: &Url, meter: &Meter) -> (Url, Extracted) 
         .base
         .and_then(|h| url.join(h).ok())
         .unwrap_or_else(|| url.clone());
+    let (declared, invalid_json_ld) = declared(&head, &base, meter);
     let out = Extracted {
+        declared,
+        invalid_json_ld,
         links: links(&head.hrefs, &base, meter),
         title: head
             .title
