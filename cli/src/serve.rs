@@ -4,6 +4,7 @@ use crate::backend::{self, Kind};
 use crate::server;
 use clap::Args;
 use ipnet::IpNet;
+use sarvcrawl_core::app::model::ModelSettings;
 use sarvcrawl_core::app::{worker, App, Config};
 use sarvcrawl_core::auth::{Auth, KeyRing, LOCAL_USER};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
@@ -228,6 +229,17 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             "web search is not available: set SARVCRAWL_SEARXNG_URL or SARVCRAWL_BRAVE_API_KEY"
         ),
     }
+    let model = sarvcrawl_core::engine::llm::from_env()?;
+    match &model {
+        Some(m) => tracing::info!(
+            model = m.name(),
+            "extraction by a language model is available"
+        ),
+        None => tracing::info!(
+            "extraction by a language model is not available: set SARVCRAWL_LLM_BASE_URL and \
+             SARVCRAWL_LLM_MODEL"
+        ),
+    }
     let user_agent = fetcher.user_agent().to_string();
     let renderer = renderer(&args, user_agent)?;
     let app = Arc::new(
@@ -253,6 +265,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             .with_visibility(visibility),
         )
         .with_search(search)
+        .with_model(model, ModelSettings::from_env()?)
         .with_renderer(renderer.clone().map(|r| r as Arc<dyn Renderer>)),
     );
 

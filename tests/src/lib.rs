@@ -7,6 +7,7 @@ pub mod clock;
 mod docx;
 pub mod faults;
 pub mod fixture;
+pub mod llm;
 mod pdf;
 pub mod procs;
 pub mod proxy;

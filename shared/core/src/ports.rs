@@ -219,6 +219,8 @@ pub struct PageOutcome {
     pub status_code: Option<u16>,
     /// Where the page's document is stored, if one was written.
     pub document_key: Option<String>,
+    /// Tokens a language model took to read the page, added to the job's.
+    pub tokens: u64,
 }
 
 /// What `complete_node` saw.
@@ -794,6 +796,39 @@ pub struct Screenshot {
 #[async_trait]
 pub trait Renderer: Send + Sync {
     async fn render(&self, req: RenderRequest<'_>) -> Rendered;
+}
+
+/// One message of a chat with a language model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: &str, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A language model's answer and what it cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatAnswer {
+    pub content: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// The operator's language model (an OpenAI-compatible chat-completions endpoint).
+#[async_trait]
+pub trait LanguageModel: Send + Sync {
+    /// Its name, for documents and logs.
+    fn name(&self) -> &str;
+    /// The model's answer to `messages`; why there is none otherwise.
+    async fn chat(&self, messages: &[ChatMessage]) -> Result<ChatAnswer, String>;
 }
 
 /// The time, injectable for tests.

@@ -121,6 +121,8 @@ const MIGRATIONS: &[&str] = &[
          version INTEGER NOT NULL,
          body TEXT NOT NULL
      )",
+    // Tokens a language model took to read a job's pages.
+    "ALTER TABLE jobs ADD COLUMN extract_tokens INTEGER NOT NULL DEFAULT 0",
 ];
 
 /// Creates the schema and brings it up to date.

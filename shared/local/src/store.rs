@@ -117,7 +117,7 @@ fn bad(what: &str) -> rusqlite::Error {
 }
 
 const JOB_COLUMNS: &str = "job_id, user_id, kind, status, created_at, started_at, finished_at, \
-     request, error, discovered, completed, failed, pending";
+     request, error, discovered, completed, failed, pending, extract_tokens";
 
 fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
     let kind: String = r.get(2)?;
@@ -145,6 +145,7 @@ fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
             pages_completed: r.get(10)?,
             pages_failed: r.get(11)?,
             pages_queued: r.get(12)?,
+            extract_tokens: r.get(13)?,
         },
     })
 }
@@ -664,9 +665,10 @@ impl JobStore for SqliteStore {
                 exec(
                     tx,
                     "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3, pending = pending - 1,
-                       in_flight = MAX(in_flight - ?4, 0), activity = ?5, repairs = 0
+                       in_flight = MAX(in_flight - ?4, 0), activity = ?5, repairs = 0,
+                       extract_tokens = extract_tokens + ?6
                      WHERE job_id = ?1",
-                    params![job, completed, failed, u64::from(released), now],
+                    params![job, completed, failed, u64::from(released), now, outcome.tokens],
                 )?;
                 if let Some(key) = &outcome.document_key {
                     exec(

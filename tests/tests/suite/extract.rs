@@ -174,3 +174,200 @@ async fn every_page_of_a_crawl_carries_its_json_and_bad_selectors_are_refused() 
         r.body
     );
 }
+
+/// A server with the fixture model configured (and an API key for it).
+fn with_model(model: &e2e::llm::FakeModel) -> Serve {
+    with_model_at_once(model, "4")
+}
+
+/// [`with_model`] reading at most `at_once` pages at once.
+fn with_model_at_once(model: &e2e::llm::FakeModel, at_once: &str) -> Serve {
+    Serve::with(
+        &["--allow-net", "127.0.0.1/32"],
+        &[
+            ("SARVCRAWL_LLM_BASE_URL", &model.base_url()),
+            ("SARVCRAWL_LLM_MODEL", "test-model"),
+            ("SARVCRAWL_LLM_API_KEY", "model-key"),
+            ("SARVCRAWL_LLM_CONCURRENCY", at_once),
+        ],
+    )
+}
+
+fn product_schema() -> Value {
+    json!({"type": "object", "required": ["name", "price"], "additionalProperties": false,
+           "properties": {"name": {"type": "string"}, "price": {"type": "number"}}})
+}
+
+/// What the fixture model "reads" off a product page: its name and price from the Markdown it
+/// was sent.
+fn read_product(request: &Value) -> String {
+    let text = e2e::llm::messages_text(request);
+    if text.contains("Trail Boot") {
+        r#"```json
+{"name": "Trail Boot", "price": 1299.5}
+```"#
+            .into()
+    } else if text.contains("City Shoe") {
+        r#"{"name": "City Shoe", "price": 89.9}"#.into()
+    } else {
+        r#"{"name": "Our shoes", "price": 0}"#.into()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_model_a_prompt_is_refused_and_nothing_is_stored() {
+    let site = Site::start(shop()).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let r = api
+        .post(
+            "/api/scrape",
+            &json!({"url": site.url("/p/1"), "extract": {"prompt": "the price"}}),
+        )
+        .await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.body["error"]["code"], "EXTRACT_UNAVAILABLE");
+    let r = api
+        .post(
+            "/api/batch/scrape",
+            &json!({"urls": [site.url("/p/1")], "extract": {"schema": product_schema()}}),
+        )
+        .await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    let jobs = api.get("/api/jobs").await;
+    assert_eq!(jobs.body["jobs"].as_array().map(Vec::len), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_model_reads_the_page_s_markdown_and_its_answer_must_validate() {
+    let site = Site::start(shop()).await;
+    let model = e2e::llm::FakeModel::start(read_product).await;
+    let serve = with_model(&model);
+    let api = serve.api(None);
+
+    let body = json!({"url": site.url("/p/1"), "formats": ["json"],
+                      "extract": {"prompt": "The product's name and price.", "schema": product_schema()}});
+    let (_, job) = api.run("scrape", &body, WAIT).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    let doc = &job["result"];
+    assert_eq!(doc["json"], json!({"name": "Trail Boot", "price": 1299.5}));
+    assert!(
+        doc.get("markdown").is_none(),
+        "markdown was not asked for: {doc}"
+    );
+    assert_eq!(
+        doc["extract_usage"],
+        json!({"model": "test-model", "prompt_tokens": 100, "completion_tokens": 20})
+    );
+    assert_eq!(job["extract_tokens"], 120);
+    // What the model was sent: the page's Markdown, the prompt and the schema, with the key.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1);
+    let (token, request) = &requests[0];
+    assert_eq!(token.as_deref(), Some("model-key"));
+    assert_eq!(request["model"], "test-model");
+    let text = e2e::llm::messages_text(request);
+    for part in [
+        "# Trail Boot",
+        "1.299,50 €",
+        "The product's name and price.",
+        r#""required":["name","price"]"#,
+    ] {
+        assert!(text.contains(part), "{part:?} not in {text}");
+    }
+
+    // An answer that does not validate is sent back once with its errors; then the page fails.
+    let wrong = e2e::llm::FakeModel::start(|_| r#"{"name": 5}"#.to_string()).await;
+    let serve = with_model(&wrong);
+    let api = serve.api(None);
+    let (id, job) = api.run("scrape", &body, WAIT).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "EXTRACT_FAILED", "{job}");
+    assert!(
+        job["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("second try")),
+        "{job}"
+    );
+    let requests = wrong.requests();
+    assert_eq!(requests.len(), 2, "one retry");
+    let retry = e2e::llm::messages_text(&requests[1].1);
+    assert!(
+        retry.contains("not valid") && retry.contains(r#"{"name": 5}"#),
+        "{retry}"
+    );
+    assert!(
+        retry.contains("price"),
+        "the errors name what is missing: {retry}"
+    );
+    assert_eq!(
+        api.job(&id).await["extract_tokens"],
+        240,
+        "both tries count"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crawl_s_pages_are_each_read_by_the_model_and_the_tokens_add_up() {
+    let site = Site::start(shop()).await;
+    let model = e2e::llm::FakeModel::start(read_product).await;
+    let serve = with_model(&model);
+    let api = serve.api(None);
+    let body = json!({"url": site.url("/"), "limit": 10, "formats": ["markdown"],
+                      "extract": {"schema": product_schema()}});
+    let (id, job) = api.run("crawl", &body, WAIT).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    let docs = api.all_results(&id).await;
+    assert_eq!(docs.len(), 3);
+    let mut total = 0;
+    for d in &docs {
+        assert!(d["markdown"].is_string(), "markdown was asked for: {d}");
+        let usage = &d["extract_usage"];
+        total +=
+            usage["prompt_tokens"].as_u64().unwrap() + usage["completion_tokens"].as_u64().unwrap();
+    }
+    let p1 = docs.iter().find(|d| d["url"] == site.url("/p/1")).unwrap();
+    assert_eq!(p1["json"], json!({"name": "Trail Boot", "price": 1299.5}));
+    assert_eq!(total, 360);
+    assert_eq!(job["extract_tokens"], total);
+    assert_eq!(model.requests().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_model_s_concurrency_limit_holds_across_the_deployment() {
+    let site = Site::start(shop()).await;
+    let model = e2e::llm::FakeModel::slow(Duration::from_millis(400), read_product).await;
+    // On AWS the pages are read by several worker processes: the limit is the deployment's.
+    let serve = with_model_at_once(&model, "1");
+    let api = serve.api(None);
+    let body = json!({"url": site.url("/"), "limit": 10, "max_concurrency": 8,
+                      "extract": {"schema": product_schema()}});
+    let (_, job) = api.run("crawl", &body, WAIT).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(model.requests().len(), 3);
+    assert_eq!(model.most_at_once(), 1, "one page read at a time");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_render_the_selectors_read_the_rendered_page() {
+    let scripted = r#"<html><body><div id="app">loading</div><script>
+      document.getElementById('app').innerHTML = '<span class="price">' + (40 + 2) + ' EUR</span>';
+    </script></body></html>"#;
+    let site = Site::start(HashMap::from([(
+        "/".to_string(),
+        Route::Html(scripted.into()),
+    )]))
+    .await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let schema = json!({"fields": [{"name": "price", "selector": ".price", "type": "number"}]});
+    for (render, want) in [(false, Value::Null), (true, json!(42))] {
+        let body = json!({"url": site.url("/"), "render": render, "extract": {"schema": schema}});
+        let (_, job) = api.run("scrape", &body, WAIT).await;
+        assert_eq!(
+            job["result"]["json"],
+            json!({"price": want}),
+            "render {render}: {job}"
+        );
+    }
+}

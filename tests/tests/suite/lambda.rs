@@ -470,6 +470,7 @@ async fn the_sweep_requeues_a_stalled_job_then_fails_it_and_frees_its_slot() {
         status: NodeStatus::Completed,
         status_code: Some(200),
         document_key: None,
+        tokens: 0,
     };
     let c = d
         .aws

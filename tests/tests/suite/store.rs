@@ -222,6 +222,7 @@ async fn claims_respect_the_limit_and_count_each_page_once() {
             status: NodeStatus::Completed,
             status_code: Some(200),
             document_key: Some("k/a".into()),
+            tokens: 0,
         };
         let first = store
             .complete_node(&u, &job.job_id, "https://e.com/a", &done)
@@ -352,6 +353,7 @@ async fn one_users_calls_never_reach_another_users_job() {
             status: NodeStatus::Completed,
             status_code: Some(200),
             document_key: Some("alice/doc".into()),
+            tokens: 0,
         };
         store
             .complete_node(&a, id, "https://e.com/a", &done)
@@ -591,6 +593,7 @@ fn done(code: u16) -> PageOutcome {
         status: NodeStatus::Completed,
         status_code: Some(code),
         document_key: None,
+        tokens: 0,
     }
 }
 

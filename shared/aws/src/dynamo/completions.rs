@@ -120,9 +120,10 @@ impl DynamoStore {
         names: &[String],
         chunk: &[usize],
     ) -> StoreResult<Vec<TransactWriteItem>> {
-        let (mut completed, mut failed, mut results) = (0, 0, 0);
+        let (mut completed, mut failed, mut results, mut tokens) = (0, 0, 0, 0);
         for &i in chunk {
             let o = &batch[i].outcome;
+            tokens += o.tokens;
             match o.status {
                 NodeStatus::Completed => completed += 1,
                 NodeStatus::Failed => failed += 1,
@@ -135,14 +136,15 @@ impl DynamoStore {
                 .table_name(&self.table)
                 .set_key(Some(count_key(pk)))
                 .update_expression(
-                    "ADD completed :c, failed :f, pending :minus, in_flight :minus, results :res \
-                     SET act = :act, repairs = :zero",
+                    "ADD completed :c, failed :f, pending :minus, in_flight :minus, results :res, \
+                     tokens :tok SET act = :act, repairs = :zero",
                 )
                 .condition_expression("attribute_exists(PK)")
                 .expression_attribute_values(":c", n(completed))
                 .expression_attribute_values(":f", n(failed))
                 .expression_attribute_values(":minus", n(-(chunk.len() as i64)))
                 .expression_attribute_values(":res", n(results))
+                .expression_attribute_values(":tok", n(tokens))
                 .expression_attribute_values(":zero", n(0))
                 .expression_attribute_values(":act", s(activity(self.clock.now())))
                 .build(),

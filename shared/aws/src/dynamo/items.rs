@@ -226,6 +226,7 @@ pub(crate) fn job_from_items(item: &Item, counts: Option<&Item>) -> StoreResult<
             pages_completed: count("completed"),
             pages_failed: count("failed"),
             pages_queued: count("pending"),
+            extract_tokens: count("tokens"),
         },
     })
 }

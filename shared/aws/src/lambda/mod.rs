@@ -9,6 +9,7 @@ pub mod worker;
 
 use crate::{Aws, Clients, Names, SqsQueue};
 use ipnet::IpNet;
+use sarvcrawl_core::app::model::ModelSettings;
 use sarvcrawl_core::app::{App, Config};
 use sarvcrawl_core::engine::fetch::{FetchConfig, Fetcher};
 use sarvcrawl_core::engine::guard::AddressPolicy;
@@ -230,6 +231,7 @@ impl Deployment {
             None => None,
         };
         let search = sarvcrawl_core::engine::search::from_env()?;
+        let model = sarvcrawl_core::engine::llm::from_env()?;
         let config = Config {
             render_available: names.render_queue_url.is_some(),
             ..config()?
@@ -244,6 +246,7 @@ impl Deployment {
                 config,
             )
             .with_search(search)
+            .with_model(model, ModelSettings::from_env()?)
             .with_renderer(renderer),
         );
         Ok(Deployment {

@@ -22,6 +22,7 @@ pub struct Submitted {
 pub async fn submit(app: &App, user: &UserId, body: &[u8]) -> Result<Submitted, AppError> {
     let body = BatchBody::parse(body).map_err(AppError::Invalid)?;
     submit::render_allowed(app, body.page.render)?;
+    submit::model_allowed(app, &body.page)?;
     let mut seen = HashSet::new();
     let urls: Vec<String> = body
         .urls

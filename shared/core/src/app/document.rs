@@ -16,6 +16,8 @@ pub(crate) struct Built {
     pub links: Vec<Url>,
     /// What the job's log should say about the page (content that was skipped).
     pub warnings: Vec<String>,
+    /// Tokens a language model took to read the page.
+    pub tokens: u64,
 }
 
 enum Kind {
@@ -134,6 +136,7 @@ pub(crate) fn build(
             doc: Value::Object(doc),
             links: Vec::new(),
             warnings: Vec::new(),
+            tokens: 0,
         });
     }
     let source = decode(ct, &f.body);
@@ -145,7 +148,9 @@ pub(crate) fn build(
                 &f.url,
                 &ExtractOptions {
                     only_main_content: opts.only_main_content,
-                    markdown: opts.wants(Format::Markdown),
+                    // A model reads the Markdown even when the formats do not ask for it.
+                    markdown: opts.wants(Format::Markdown)
+                        || opts.extract.as_ref().is_some_and(ExtractSpec::uses_model),
                     text: opts.wants(Format::Text),
                     html: opts.wants(Format::Html),
                     schema: match &opts.extract {
@@ -214,6 +219,7 @@ pub(crate) fn build(
         doc: Value::Object(doc),
         links,
         warnings,
+        tokens: 0,
     })
 }
 

@@ -8,6 +8,7 @@ pub mod crawl;
 mod document;
 mod frontier;
 pub mod map;
+pub mod model;
 pub mod monitor;
 mod page;
 mod places;
@@ -29,8 +30,8 @@ use crate::domain::JobId;
 use crate::engine::fetch::Fetcher;
 use crate::engine::pool::WorkPool;
 use crate::ports::{
-    BlobStore, Clock, Gates, IdempotencyStore, JobStore, MonitorStore, Renderer, SearchProvider,
-    SigningKeyStore, Store, StoreError, WorkQueue,
+    BlobStore, Clock, Gates, IdempotencyStore, JobStore, LanguageModel, MonitorStore, Renderer,
+    SearchProvider, SigningKeyStore, Store, StoreError, WorkQueue,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,6 +125,8 @@ pub struct App {
     pub search: Option<Arc<dyn SearchProvider>>,
     /// The headless browser of this process's workers, when it has one.
     pub renderer: Option<Arc<dyn Renderer>>,
+    /// The language model of `extract` with a prompt or a JSON Schema, when one is configured.
+    pub model: Option<model::Model>,
     pub(crate) runtime: Runtime,
     /// Places at hosts this process keeps between its requests.
     pub(crate) places: Arc<places::Places>,
@@ -153,6 +156,7 @@ impl App {
             config,
             search: None,
             renderer: None,
+            model: None,
             runtime: Runtime::default(),
             places: Arc::default(),
             work: WorkPool::per_core(),
@@ -168,6 +172,16 @@ impl App {
     /// Uses `provider` for `search` jobs.
     pub fn with_search(mut self, provider: Option<Arc<dyn SearchProvider>>) -> Self {
         self.search = provider;
+        self
+    }
+
+    /// Reads pages for `extract` with a prompt or a JSON Schema with `llm`, within `settings`.
+    pub fn with_model(
+        mut self,
+        llm: Option<Arc<dyn LanguageModel>>,
+        settings: model::ModelSettings,
+    ) -> Self {
+        self.model = llm.map(|l| model::Model::new(l, settings));
         self
     }
 
@@ -198,6 +212,8 @@ pub enum AppError {
     RenderUnavailable,
     #[error("no search provider is configured")]
     SearchUnavailable,
+    #[error("no language model is configured for extraction")]
+    ExtractUnavailable,
     #[error("the body is larger than {0} bytes")]
     TooLarge(usize),
     #[error("{0}")]

@@ -47,6 +47,7 @@ pub async fn create(app: &App, user: &UserId, body: &[u8]) -> Result<(Monitor, J
     let req =
         MonitorRequest::parse(body, app.config.monitor_min_interval).map_err(AppError::Invalid)?;
     super::submit::render_allowed(app, req.page.render)?;
+    super::submit::model_allowed(app, &req.page)?;
     check_notify_url(app, &req.notify_url).await?;
     let now = app.clock.now();
     let job_id = JobId::generate();

@@ -4,10 +4,11 @@
 
 use super::artifact;
 use super::document::{self, Built};
+use super::model;
 use super::polite::{at_host, chrono_of, robots_for, turn, until, until_check, Turn, LATE};
 use super::runtime::JobRuntime;
 use super::App;
-use crate::domain::{ErrorCode, Job, JobError, PageOptions};
+use crate::domain::{ErrorCode, ExtractSpec, Format, Job, JobError, PageOptions};
 use crate::engine::fetch::{FetchError, Fetched};
 use crate::engine::robots::Robots;
 use crate::ports::{NewLog, RenderRequest, Screenshot, StoreError, StoreResult, Task};
@@ -31,6 +32,8 @@ pub(crate) struct Produced {
     pub error: Option<JobError>,
     /// Links to follow (crawls only).
     pub links: Vec<Url>,
+    /// Tokens a language model took for it.
+    pub tokens: u64,
 }
 
 impl Produced {
@@ -45,6 +48,7 @@ impl Produced {
             status_code: None,
             error,
             links: Vec::new(),
+            tokens: 0,
         }
     }
 
@@ -55,6 +59,7 @@ impl Produced {
             status_code: None,
             error: None,
             links: Vec::new(),
+            tokens: 0,
         }
     }
 
@@ -65,8 +70,13 @@ impl Produced {
                 status_code: Some(fetched.status),
                 error: None,
                 links: built.links,
+                tokens: built.tokens,
             },
-            Err(Failure { error, fetched }) => {
+            Err(Failure {
+                error,
+                fetched,
+                tokens,
+            }) => {
                 let final_url = fetched.as_ref().map(|f| &f.url);
                 let status = fetched.as_ref().map(|f| f.status);
                 Produced {
@@ -74,6 +84,7 @@ impl Produced {
                     status_code: status,
                     error: Some(error),
                     links: Vec::new(),
+                    tokens,
                 }
             }
         }
@@ -90,6 +101,8 @@ pub(crate) fn document_key(task: &Task) -> String {
 pub(crate) struct Failure {
     error: JobError,
     fetched: Option<Fetched>,
+    /// Tokens a language model took before the page failed.
+    tokens: u64,
 }
 
 impl Failure {
@@ -97,6 +110,7 @@ impl Failure {
         Failure {
             error: JobError::new(code, message),
             fetched: None,
+            tokens: 0,
         }
     }
 }
@@ -231,14 +245,14 @@ pub(crate) async fn fetch_page(
         Step::Cancelled => return Ok(Step::Cancelled),
         Step::Later(at) => return Ok(Step::Later(at)),
     };
-    let (opts, requested, now) = (opts.clone(), url.to_string(), app.clock.now());
+    let (build_opts, requested, now) = (opts.clone(), url.to_string(), app.clock.now());
     let shared = Arc::new(fetched);
     let page = shared.clone();
     let built = app
         .work
         .run(app.config.work_limit, move |budget| {
             let _parse = stages::enter(Some(Stage::Parse));
-            Ok(document::build(&page, &requested, &opts, now, budget))
+            Ok(document::build(&page, &requested, &build_opts, now, budget))
         })
         .await
         .unwrap_or_else(|e| Err(e.into()));
@@ -247,6 +261,28 @@ pub(crate) async fn fetch_page(
     if let Ok(b) = &built {
         logs.extend(b.warnings.iter().map(|w| NewLog::warn(w).at(url.as_str())));
     }
+    let (built, tokens) = match (built, &opts.extract) {
+        (Ok(b), Some(ExtractSpec::Model { prompt, schema })) => {
+            let keep = opts.wants(Format::Markdown);
+            let (read, usage) = model::read_page(
+                app,
+                b,
+                prompt.as_deref(),
+                schema.as_ref(),
+                url.as_str(),
+                keep,
+            )
+            .await;
+            (
+                read.map(|mut b| {
+                    b.tokens = usage.total();
+                    b
+                }),
+                usage.total(),
+            )
+        }
+        (b, _) => (b, 0),
+    };
     let built = match (built, shot) {
         (Ok(mut b), Some(Ok(shot))) => {
             b.doc["screenshot"] = artifact::store_screenshot(app, job, url.as_str(), shot).await?;
@@ -260,6 +296,7 @@ pub(crate) async fn fetch_page(
         Err(error) => Err(Failure {
             error,
             fetched: Some(fetched),
+            tokens,
         }),
     }))
 }

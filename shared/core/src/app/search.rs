@@ -84,8 +84,10 @@ pub(crate) async fn run(
     let Some(pages) = fetch_pages(app, job, &req.page, rt, &urls, logs).await? else {
         return Ok(None);
     };
+    let mut tokens = 0;
     for (hit, page) in hits.iter().zip(pages) {
         let page = Produced::page(&hit.url, page);
+        tokens += page.tokens;
         logs.push(
             match (&page.error, page.status_code) {
                 (Some(e), _) => {
@@ -99,8 +101,7 @@ pub(crate) async fn run(
             "url": hit.url, "title": hit.title, "snippet": hit.snippet, "document": page.doc
         }));
     }
-    Ok(Some(Produced::result(
-        &name,
-        Ok(json!({ "results": results })),
-    )))
+    let mut produced = Produced::result(&name, Ok(json!({ "results": results })));
+    produced.tokens = tokens;
+    Ok(Some(produced))
 }

@@ -45,6 +45,7 @@ pub(crate) async fn settle_cancelled(
             status: NodeStatus::Cancelled,
             status_code: None,
             document_key: None,
+            tokens: 0,
         };
         app.jobs
             .complete_node(&task.user_id, &task.job_id, &task.url, &outcome)
@@ -85,6 +86,7 @@ pub async fn abandon(app: &App, task: &Task, reason: &str) -> StoreResult<bool> 
         status: NodeStatus::Failed,
         status_code: None,
         document_key: stored.then_some(key),
+        tokens: 0,
     };
     let c = app
         .jobs

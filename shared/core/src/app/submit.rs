@@ -3,7 +3,9 @@
 
 use super::{webhook, App, AppError};
 use crate::domain::validate::Problem;
-use crate::domain::{ErrorCode, Job, JobError, JobKind, JobStatus, UserId};
+use crate::domain::{
+    ErrorCode, ExtractSpec, Job, JobError, JobKind, JobRequest, JobStatus, PageOptions, UserId,
+};
 use crate::engine::urls::normalise;
 use crate::ports::{Claim, CreateOutcome, NewLog, SlotClaim, StoreError, Task};
 use url::Url;
@@ -21,6 +23,13 @@ pub(crate) async fn new_job<R: serde::Serialize>(
     render_allowed(app, renders)?;
     let request = serde_json::to_value(request).map_err(StoreError::new)?;
     let job = Job::new(user.clone(), kind, request, app.clock.now());
+    if let Some(page) = JobRequest::of(&job)
+        .ok()
+        .as_ref()
+        .and_then(JobRequest::page)
+    {
+        model_allowed(app, page)?;
+    }
     create(app, job, root, renders).await
 }
 
@@ -56,6 +65,15 @@ pub(crate) async fn create_with_input(
 pub(crate) fn render_allowed(app: &App, renders: bool) -> Result<(), AppError> {
     if renders && !app.config.render_available {
         return Err(AppError::RenderUnavailable);
+    }
+    Ok(())
+}
+
+/// Refuses pages read by a language model on a deployment without one.
+pub(crate) fn model_allowed(app: &App, page: &PageOptions) -> Result<(), AppError> {
+    let wants_model = page.extract.as_ref().is_some_and(ExtractSpec::uses_model);
+    if wants_model && app.model.is_none() {
+        return Err(AppError::ExtractUnavailable);
     }
     Ok(())
 }

@@ -191,6 +191,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
             status: node.status,
             status_code: node.status_code,
             document_key: None,
+            tokens: 0,
         };
         let c = app
             .jobs
@@ -262,6 +263,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         status_code,
         error,
         links,
+        tokens,
     } = match step {
         Step::Done(produced) => produced,
         Step::Cancelled => {
@@ -317,6 +319,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         },
         status_code,
         document_key: key.clone(),
+        tokens,
     };
     let c = persisted(|| app.jobs.complete_node(user, job_id, &task.url, &outcome)).await?;
     if c.applied && key.is_some() {

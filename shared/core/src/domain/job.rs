@@ -122,6 +122,8 @@ pub enum ErrorCode {
     UnsupportedContent,
     SearchUnavailable,
     RenderUnavailable,
+    /// The language model gave no valid answer for the page.
+    ExtractFailed,
     Internal,
 }
 
@@ -138,6 +140,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedContent => "UNSUPPORTED_CONTENT",
             ErrorCode::SearchUnavailable => "SEARCH_UNAVAILABLE",
             ErrorCode::RenderUnavailable => "RENDER_UNAVAILABLE",
+            ErrorCode::ExtractFailed => "EXTRACT_FAILED",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -165,6 +168,9 @@ pub struct Progress {
     pub pages_discovered: u64,
     pub pages_completed: u64,
     pub pages_failed: u64,
+    /// Tokens the language model took to read the job's pages (`extract` by a model).
+    #[serde(default)]
+    pub extract_tokens: u64,
     pub pages_queued: u64,
 }
 
@@ -247,6 +253,7 @@ mod tests {
             pages_completed: completed,
             pages_failed: failed,
             pages_queued: queued,
+            extract_tokens: 0,
         }
     }
 

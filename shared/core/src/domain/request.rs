@@ -376,6 +376,19 @@ impl JobRequest {
         })
     }
 
+    /// The options of the job's pages, for the kinds that read pages.
+    pub fn page(&self) -> Option<&PageOptions> {
+        match self {
+            JobRequest::Scrape(r) => Some(&r.page),
+            JobRequest::Crawl(r) => Some(&r.page),
+            JobRequest::Search(r) => Some(&r.page),
+            JobRequest::Check(r) => Some(&r.page),
+            JobRequest::Batch(r) => Some(&r.page),
+            JobRequest::Upload(r) => Some(&r.page),
+            JobRequest::Map(_) => None,
+        }
+    }
+
     /// Whether the job's pages are loaded in a headless browser.
     pub fn renders(&self) -> bool {
         match self {

@@ -8,6 +8,7 @@ pub mod extract;
 pub mod fetch;
 pub mod guard;
 pub mod html;
+pub mod llm;
 pub mod pdf;
 pub mod pool;
 pub mod robots;

@@ -262,7 +262,7 @@ fn job_links(job: &Job) -> Value {
 
 fn job_json(job: &Job) -> Value {
     let p = job.page_progress();
-    json!({
+    let mut body = json!({
         "job_id": job.job_id,
         "kind": job.kind.as_str(),
         "status": job.status.as_str(),
@@ -278,7 +278,11 @@ fn job_json(job: &Job) -> Value {
         },
         "error": job.error,
         "links": job_links(job),
-    })
+    });
+    if p.extract_tokens > 0 {
+        body["extract_tokens"] = json!(p.extract_tokens);
+    }
+    body
 }
 
 /// Seconds a client should wait before polling a job of this age again.

@@ -99,6 +99,14 @@ pub(crate) fn error(e: AppError) -> Response<Bytes> {
                 "this deployment has no search provider configured",
             ),
         ),
+        AppError::ExtractUnavailable => error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorBody::new(
+                "EXTRACT_UNAVAILABLE",
+                "this deployment has no language model configured for extract with a prompt \
+                 or a JSON Schema; a schema of selectors needs none",
+            ),
+        ),
         AppError::TooLarge(max) => {
             let mut resp = error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
