@@ -62,6 +62,15 @@ impl<'a> Meter<'a> {
         !self.stopped()
     }
 
+    /// Looks at the deadline now (before a step that may visit many nodes at once, such as a
+    /// selector's search of a subtree); false once stopped.
+    pub(crate) fn check_now(&self) -> bool {
+        if let Err(e) = self.budget.check() {
+            self.stop(e);
+        }
+        !self.stopped()
+    }
+
     /// Ok unless the work was stopped, with the reason otherwise.
     pub(crate) fn result(&self) -> Result<(), Exceeded> {
         match self.over.borrow().as_ref() {

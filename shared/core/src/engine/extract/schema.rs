@@ -60,7 +60,8 @@ pub(crate) fn run(doc: &Html, schema: &SelectorSchema, meter: &Meter) -> Value {
 fn object(el: ElementRef, fields: &[Compiled], meter: &Meter) -> Value {
     let mut out = Map::new();
     for c in fields {
-        if meter.stopped() {
+        // Each field searches a subtree: the deadline is looked at before every one.
+        if !meter.check_now() {
             break;
         }
         out.insert(c.field.name.clone(), value(el, c, meter));

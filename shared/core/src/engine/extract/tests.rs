@@ -392,3 +392,41 @@ mod round_trip {
         }
     }
 }
+
+#[test]
+fn a_selector_schema_on_a_hostile_page_stops_at_the_deadline() {
+    // 400 nested divs around 20,000 paragraphs: every div is a base match whose 100 fields
+    // each search its whole subtree for an element that is not there (8e8 nodes visited).
+    let html = format!(
+        "{}{}{}",
+        "<div>".repeat(400),
+        "<p>x</p>".repeat(20_000),
+        "</div>".repeat(400)
+    );
+    let fields: Vec<crate::domain::Field> = (0..100)
+        .map(|i| crate::domain::Field {
+            name: format!("f{i}"),
+            selector: Some("span".into()),
+            kind: crate::domain::FieldKind::Text,
+            attribute: None,
+            fields: Vec::new(),
+            default: None,
+        })
+        .collect();
+    let opts = ExtractOptions {
+        schema: Some(SelectorSchema {
+            base_selector: Some("div".into()),
+            fields,
+        }),
+        ..Default::default()
+    };
+    let url = Url::parse("https://example.com/").unwrap();
+    let started = Instant::now();
+    let r = extract_html(&html, &url, &opts, &Budget::new(Duration::from_millis(500)));
+    assert!(r.is_err(), "the work was cut short");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
