@@ -1,12 +1,13 @@
 """A check for the property-based API run: no server error except the documented 503s.
 
-`503 SEARCH_UNAVAILABLE` (no search provider) and `503 RENDER_UNAVAILABLE` (no browser) are
-answers API.md prescribes for a deployment without those parts; any other 5xx is a defect.
+`503 SEARCH_UNAVAILABLE` (no search provider), `503 RENDER_UNAVAILABLE` (no browser) and
+`503 EXTRACT_UNAVAILABLE` (no language model) are answers API.md prescribes for a deployment
+without those parts; any other 5xx is a defect.
 """
 
 import schemathesis
 
-DOCUMENTED_503 = {"SEARCH_UNAVAILABLE", "RENDER_UNAVAILABLE"}
+DOCUMENTED_503 = {"SEARCH_UNAVAILABLE", "RENDER_UNAVAILABLE", "EXTRACT_UNAVAILABLE"}
 
 
 @schemathesis.check
