@@ -37,3 +37,5 @@ echo "--- the cargo-lambda loop (scripts/lambda-smoke.sh)"
 bash scripts/lambda-smoke.sh
 echo "--- the property-based API run (schemathesis)"
 bash scripts/api-fuzz.sh
+echo "--- the Python client (clients/python)"
+bash scripts/python-client.sh
