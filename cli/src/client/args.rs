@@ -334,6 +334,9 @@ pub enum ClientCommand {
         #[arg(long)]
         rotate: bool,
     },
+    /// Serve the Model Context Protocol on stdin and stdout: tools scrape, crawl,
+    /// crawl_status, crawl_results, map, search, batch_scrape and extract, calling this API.
+    Mcp,
 }
 
 #[derive(Subcommand, Debug)]

@@ -8,6 +8,7 @@
 mod api;
 mod args;
 mod jobs;
+mod mcp;
 mod monitors;
 mod submit;
 mod wait;
@@ -190,6 +191,7 @@ pub async fn run(args: ClientArgs, cmd: ClientCommand) -> Result<(), Failure> {
         }
         ClientCommand::Cancel { id } => jobs::cancel(&api, &out, &id).await,
         ClientCommand::WebhookSecret { rotate } => jobs::webhook_secret(&api, &out, rotate).await,
+        ClientCommand::Mcp => mcp::serve(api).await,
     }
 }
 

@@ -29,6 +29,8 @@ PAGES = {
     "/": page("Home", '<p>Welcome.</p><a href="/a">A</a> <a href="/b">B</a>'),
     "/a": page("Page A", "<p>Alpha text.</p>"),
     "/b": page("Page B", '<p>Beta text.</p><a href="/a">back</a>'),
+    # Linked from nowhere: only fetched by name.
+    "/long": page("Long", "<p>" + "word " * 1000 + "</p>"),
 }
 
 
