@@ -18,6 +18,11 @@ fn cell(text: &str) -> String {
     format!("<w:tc>{}</w:tc>", para(None, false, text))
 }
 
+/// The Markdown of [`docx`].
+pub const DOCX_MARKDOWN: &str =
+    "# Annual Review\n\n## Highlights\n\n- First point\n- Second point\n\n\
+     | Metric | Value |\n| --- | --- |\n| Revenue | 42 |\n\nClosing words & thanks.";
+
 /// A `.docx` with a title and a heading, a list of two items, a two-by-two table and a closing
 /// paragraph, titled "Annual Review" by "Ada Lovelace".
 pub fn docx() -> Vec<u8> {

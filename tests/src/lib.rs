@@ -13,7 +13,7 @@ pub mod procs;
 pub mod proxy;
 pub mod server;
 
-pub use docx::{docx, docx_bomb};
+pub use docx::{docx, docx_bomb, DOCX_MARKDOWN};
 pub use fixture::{tree_paths, tree_site, Received, Receiver, Route, Site, Tap};
 pub use pdf::{pdf, pdf_padded};
 pub use proxy::{FirstPost, Proxy};

@@ -4,9 +4,9 @@ lists its tools and calls each against a real `sarvcrawl serve`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
-import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -20,8 +20,21 @@ def binary() -> str:
     return os.environ.get("SARVCRAWL_BIN") or str(ROOT / "target" / "debug" / "sarvcrawl")
 
 
+def readme_config() -> dict:
+    """The MCP hosts' configuration block of the README."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## MCP server", 1)[1]
+    block = section.split("```json\n", 1)[1].split("```", 1)[0]
+    return json.loads(block)["mcpServers"]["sarvcrawl"]
+
+
 async def session_run(api: str, calls):
-    params = StdioServerParameters(command=binary(), args=["mcp", "--api-url", api, "--api-key", KEY])
+    # Started as the README tells MCP hosts to start it, on this test's server and key.
+    config = readme_config()
+    args = [api if a == "https://sarvcrawl.example.net" else a for a in config["args"]]
+    env = {**os.environ, **config["env"], "SARVCRAWL_API_KEY": KEY}
+    command = binary() if config["command"] == "sarvcrawl" else config["command"]
+    params = StdioServerParameters(command=command, args=args, env=env)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()

@@ -127,19 +127,20 @@ impl Place<'_> {
 
 /// Tokens one page's extraction took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Usage {
+struct Usage {
     pub prompt: u64,
     pub completion: u64,
 }
 
 impl Usage {
-    pub(crate) fn total(self) -> u64 {
+    fn total(self) -> u64 {
         self.prompt + self.completion
     }
 }
 
 /// Has the model read the page `url` of `built` as `prompt` and `schema` ask: the answer in
 /// `json` and the tokens in `extract_usage`; the Markdown stays only when `keep_markdown`.
+/// Answers the tokens the reading took, whether it came out or not.
 pub(crate) async fn read_page(
     app: &App,
     mut built: Built,
@@ -147,7 +148,7 @@ pub(crate) async fn read_page(
     schema: Option<&Value>,
     url: &str,
     keep_markdown: bool,
-) -> (Result<Built, JobError>, Usage) {
+) -> (Result<Built, JobError>, u64) {
     let markdown = match built.doc.get("markdown").and_then(Value::as_str) {
         Some(m) => m.to_string(),
         None => String::new(),
@@ -159,11 +160,11 @@ pub(crate) async fn read_page(
     }
     let mut usage = Usage::default();
     let Some(model) = &app.model else {
-        return (Err(failed("no language model is configured here")), usage);
+        return (Err(failed("no language model is configured here")), 0);
     };
     let place = match Place::take(app, model).await {
         Ok(p) => p,
-        Err(e) => return (Err(e), usage),
+        Err(e) => return (Err(e), 0),
     };
     let read = ask(model, prompt, schema, url, &markdown, &mut usage).await;
     place.give_back().await;
@@ -174,9 +175,10 @@ pub(crate) async fn read_page(
             "prompt_tokens": usage.prompt,
             "completion_tokens": usage.completion,
         });
+        built.tokens = usage.total();
         built
     });
-    (read, usage)
+    (read, usage.total())
 }
 
 fn failed(why: impl Into<String>) -> JobError {

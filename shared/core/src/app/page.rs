@@ -258,28 +258,36 @@ pub(crate) async fn fetch_page(
         .unwrap_or_else(|e| Err(e.into()));
     // The work thread let go of the response when it finished (or it is given up on).
     let fetched = Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
+    let (built, tokens) = finish(app, job, opts, &url, built, shot, logs).await?;
+    Ok(Step::Done(match built {
+        Ok(b) => Ok((fetched, b)),
+        Err(error) => Err(Failure {
+            error,
+            fetched: Some(fetched),
+            tokens,
+        }),
+    }))
+}
+
+/// What follows a page's extraction: its warnings logged, its reading by the language model
+/// (with the tokens that took), its screenshot stored beside it.
+async fn finish(
+    app: &App,
+    job: &Job,
+    opts: &PageOptions,
+    url: &Url,
+    built: Result<Built, JobError>,
+    shot: Option<Result<Screenshot, JobError>>,
+    logs: &mut Vec<NewLog>,
+) -> StoreResult<(Result<Built, JobError>, u64)> {
     if let Ok(b) = &built {
         logs.extend(b.warnings.iter().map(|w| NewLog::warn(w).at(url.as_str())));
     }
     let (built, tokens) = match (built, &opts.extract) {
         (Ok(b), Some(ExtractSpec::Model { prompt, schema })) => {
             let keep = opts.wants(Format::Markdown);
-            let (read, usage) = model::read_page(
-                app,
-                b,
-                prompt.as_deref(),
-                schema.as_ref(),
-                url.as_str(),
-                keep,
-            )
-            .await;
-            (
-                read.map(|mut b| {
-                    b.tokens = usage.total();
-                    b
-                }),
-                usage.total(),
-            )
+            let (prompt, schema) = (prompt.as_deref(), schema.as_ref());
+            model::read_page(app, b, prompt, schema, url.as_str(), keep).await
         }
         (b, _) => (b, 0),
     };
@@ -291,14 +299,7 @@ pub(crate) async fn fetch_page(
         (Ok(_), Some(Err(error))) | (Err(error), _) => Err(error),
         (Ok(b), None) => Ok(b),
     };
-    Ok(Step::Done(match built {
-        Ok(b) => Ok((fetched, b)),
-        Err(error) => Err(Failure {
-            error,
-            fetched: Some(fetched),
-            tokens,
-        }),
-    }))
+    Ok((built, tokens))
 }
 
 /// The longest one page's request may take, its tries on 429 and 503 and their pauses
