@@ -34,26 +34,17 @@ impl Gates for DynamoStore {
     ) -> StoreResult<Option<u32>> {
         let pk = format!("GATE#{gate}");
         let now = self.clock.now().timestamp_millis();
-        let page = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .consistent_read(true)
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", s(pk.clone()))
-            .send()
-            .await
-            .map_err(sdk)?;
-        let held: HashSet<u32> = page
-            .items()
-            .iter()
-            .filter(|i| get_n::<i64>(i, "lease_until").is_some_and(|l| l >= now))
-            .filter_map(|i| get_s(i, "SK")?.strip_prefix("PLACE#")?.parse().ok())
-            .collect();
-        // One free place, chosen at random, is tried: processes entering at once do not all
-        // race for the first, and a race lost costs one write (the caller looks again later).
-        let free: Vec<u32> = (0..capacity).filter(|p| !held.contains(p)).collect();
-        if let Some(&place) = free.get(getrandom::u64().unwrap_or(0) as usize % free.len().max(1)) {
+        // A race lost means the place tried is now held, so each look sees one more place
+        // taken: after `capacity` losses every place is held and `None` is the true answer.
+        for _ in 0..=capacity {
+            let held = self.held_places(&pk, now).await?;
+            // One free place, chosen at random, is tried: processes entering at once do not
+            // all race for the first.
+            let free: Vec<u32> = (0..capacity).filter(|p| !held.contains(p)).collect();
+            let Some(&place) = free.get(getrandom::u64().unwrap_or(0) as usize % free.len().max(1))
+            else {
+                return Ok(None);
+            };
             let r = conflicts::write(|| {
                 self.client
                     .put_item()
@@ -126,5 +117,27 @@ impl Gates for DynamoStore {
             }
         }
         Err(StoreError::transient("the pace kept changing; try again"))
+    }
+}
+
+impl DynamoStore {
+    /// The places of gate item `pk` whose lease has not run out at `now` (ms).
+    async fn held_places(&self, pk: &str, now: i64) -> StoreResult<HashSet<u32>> {
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", s(pk.to_string()))
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(page
+            .items()
+            .iter()
+            .filter(|i| get_n::<i64>(i, "lease_until").is_some_and(|l| l >= now))
+            .filter_map(|i| get_s(i, "SK")?.strip_prefix("PLACE#")?.parse().ok())
+            .collect())
     }
 }

@@ -701,8 +701,9 @@ pub trait IdempotencyStore: Send + Sync {
 #[async_trait]
 pub trait Gates: Send + Sync {
     /// Takes a free place of `gate` (one of `capacity`; a place whose lease ran out is free)
-    /// for `holder` until `until`; the place taken, or `None` when every place is held (or
-    /// another holder took the free one first: look again a moment later).
+    /// for `holder` until `until`; the place taken, or `None` when every place is held. A
+    /// holder that loses the race for a free place looks again, so racing holders fill every
+    /// free place.
     async fn enter(
         &self,
         gate: &str,
