@@ -140,7 +140,8 @@ fn tools() -> Vec<Tool> {
             "A job's documents as Markdown, a few at a time: pass the answer's cursor for the next ones, or an offset to read on in a cut document.",
             object(
                 json!({"job_id": job_id, "cursor": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Documents per answer (5 by default)."},
-                       "offset": {"type": "integer", "minimum": 0, "description": "Read the first document from this character on."},
+                       "document": {"type": "integer", "minimum": 0, "description": "Show only the document at this position of the page (from 0)."},
+                       "offset": {"type": "integer", "minimum": 0, "description": "Read the document shown (the first one, without document) from this character on."},
                        "max_chars": max_chars}),
                 &["job_id"],
             ),
@@ -227,19 +228,36 @@ fn said(f: Failure) -> String {
     }
 }
 
-/// `text` from character `offset`, at most `max` characters, with a note saying how to read
-/// on when it is cut.
-fn window(text: &str, offset: usize, max: usize, job_id: &str) -> String {
+/// `text` from character `offset`, at most `max` characters; when it is cut, a note saying
+/// how to read on, from `read_on(end, total)` (the characters shown end at `end` of `total`).
+fn window(
+    text: &str,
+    offset: usize,
+    max: usize,
+    read_on: &dyn Fn(usize, usize) -> String,
+) -> String {
     let total = text.chars().count();
     let part: String = text.chars().skip(offset).take(max).collect();
     let end = offset + part.chars().count();
     if end < total {
-        format!(
-            "{part}\n\n[cut: characters {offset}-{end} of {total}; read on with crawl_results \
-             {{\"job_id\": \"{job_id}\", \"limit\": 1, \"offset\": {end}}}]"
-        )
+        let hint = read_on(end, total);
+        format!("{part}\n\n[cut: characters {offset}-{end} of {total}; {hint}]")
     } else {
         part
+    }
+}
+
+/// The note of a cut document: the `crawl_results` call that shows document `document` of
+/// the page at `cursor` of job `job_id` from where the cut was.
+fn results_call(
+    job_id: &str,
+    cursor: Option<&str>,
+    document: usize,
+) -> impl Fn(usize, usize) -> String {
+    let cursor = cursor.map_or(String::new(), |c| format!(", \"cursor\": {}", json!(c)));
+    let job_id = json!(job_id);
+    move |end, _| {
+        format!("read on with crawl_results {{\"job_id\": {job_id}{cursor}, \"document\": {document}, \"offset\": {end}}}")
     }
 }
 
@@ -296,7 +314,12 @@ impl Tools {
         let job = self.run("/api/scrape", body).await?;
         let doc = self.document(&job).await?;
         let max = number_arg(args, "max_chars").unwrap_or(MAX_CHARS);
-        Ok(render_document(&doc, 0, max, &s(&job["job_id"])))
+        Ok(render_document(
+            &doc,
+            0,
+            max,
+            &results_call(&s(&job["job_id"]), None, 0),
+        ))
     }
 
     async fn crawl(&self, args: &JsonObject) -> Result<String, String> {
@@ -344,11 +367,16 @@ impl Tools {
 
     async fn results(&self, args: &JsonObject) -> Result<String, String> {
         let id = text_arg(args, "job_id")?;
-        let limit = number_arg(args, "limit").unwrap_or(5).clamp(1, 20);
+        let document = number_arg(args, "document");
+        let limit = number_arg(args, "limit")
+            .unwrap_or(5)
+            .max(document.map_or(1, |d| d + 1))
+            .clamp(1, 20);
         let max = number_arg(args, "max_chars").unwrap_or(MAX_CHARS);
         let offset = number_arg(args, "offset").unwrap_or(0);
+        let cursor = args.get("cursor").and_then(Value::as_str);
         let mut path = format!("/api/jobs/{id}/results?limit={limit}");
-        if let Some(c) = args.get("cursor").and_then(Value::as_str) {
+        if let Some(c) = cursor {
             path.push_str(&format!("&cursor={}", url_encode(c)));
         }
         let page = self.api.get(&path).await.map_err(said)?.body;
@@ -358,10 +386,25 @@ impl Tools {
                 "job {id} has no documents yet (crawl_status says how it stands)"
             ));
         }
+        if let Some(d) = document {
+            let doc = docs
+                .get(d)
+                .ok_or_else(|| format!("this page of job {id} has {} documents", docs.len()))?;
+            return Ok(render_document(
+                doc,
+                offset,
+                max,
+                &results_call(&id, cursor, d),
+            ));
+        }
         let share = (max / docs.len()).max(100);
         let mut out: Vec<String> = docs
             .iter()
-            .map(|d| render_document(d, offset, share, &id))
+            .enumerate()
+            .map(|(i, d)| {
+                let from = if i == 0 { offset } else { 0 };
+                render_document(d, from, share, &results_call(&id, cursor, i))
+            })
             .collect();
         match page["next_cursor"].as_str() {
             Some(c) => out.push(format!(
@@ -417,7 +460,11 @@ impl Tools {
                 );
                 if let Some(md) = h["document"]["markdown"].as_str() {
                     entry.push_str("\n\n");
-                    entry.push_str(&window(md, 0, share, &s(&job["job_id"])));
+                    let url = json!(s(&h["url"]));
+                    let read_on = |_, total| {
+                        format!("the whole page: scrape {{\"url\": {url}, \"max_chars\": {total}}}")
+                    };
+                    entry.push_str(&window(md, 0, share, &read_on));
                 }
                 entry
             })
@@ -450,18 +497,24 @@ impl Tools {
         let job = self.run("/api/scrape", body).await?;
         let doc = self.document(&job).await?;
         let json = serde_json::to_string_pretty(&doc["json"]).unwrap_or_default();
-        Ok(window(&json, 0, MAX_CHARS, &s(&job["job_id"])))
+        let read_on = |_, _| "the value is too long to show whole".to_string();
+        Ok(window(&json, 0, MAX_CHARS, &read_on))
     }
 }
 
 /// A document as the model reads it: its URL, and its Markdown (or its error).
-fn render_document(doc: &Value, offset: usize, max: usize, job_id: &str) -> String {
+fn render_document(
+    doc: &Value,
+    offset: usize,
+    max: usize,
+    read_on: &dyn Fn(usize, usize) -> String,
+) -> String {
     let url = doc["url"]
         .as_str()
         .or(doc["requested_url"].as_str())
         .unwrap_or("");
     match doc["markdown"].as_str() {
-        Some(md) => format!("# {url}\n\n{}", window(md, offset, max, job_id)),
+        Some(md) => format!("# {url}\n\n{}", window(md, offset, max, read_on)),
         None => format!(
             "# {url}\n\n(no Markdown: {} {})",
             s(&doc["error"]["code"]),

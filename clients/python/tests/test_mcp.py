@@ -50,6 +50,18 @@ def job_id(answer: str) -> str:
     return re.search(r"job_[0-9A-Z]+", answer).group(0)
 
 
+def read_on(answer: str) -> tuple[str, dict]:
+    """The tool and arguments a cut answer's note says to call to read on."""
+    found = re.search(r"read on with (\w+) (\{[^\]]*\})\]", answer)
+    assert found, answer
+    return found.group(1), json.loads(found.group(2))
+
+
+def body(answer: str) -> str:
+    """A one-document answer's Markdown, without its heading and its note."""
+    return answer.split("\n\n", 1)[1].rsplit("\n\n[", 1)[0]
+
+
 def test_every_tool_answers(api, site):
     async def calls(s: ClientSession):
         names = {t.name for t in (await s.list_tools()).tools}
@@ -59,12 +71,14 @@ def test_every_tool_answers(api, site):
         assert page == f"# {site}/a\n\n# Page A\n\nAlpha text."
         # A long page is cut to max_chars with a note saying how to read on.
         cut = text(await s.call_tool("scrape", {"url": f"{site}/long", "max_chars": 100}))
-        assert "[cut: characters 0-100 of 5007" in cut and '"offset": 100' in cut, cut
-        on = text(await s.call_tool("crawl_results", {"job_id": job_id(cut), "limit": 1, "offset": 100}))
+        assert "[cut: characters 0-100 of 5007" in cut, cut
+        tool, args = read_on(cut)
+        assert (tool, args["document"], args["offset"]) == ("crawl_results", 0, 100), args
+        on = text(await s.call_tool(tool, args))
         # The rest of the page from character 100 on: 5,007 characters in all, in one answer.
         assert on.startswith(f"# {site}/long\n\n"), on
-        rest = on.split("\n\n", 1)[1].rsplit("\n\n[", 1)[0]
-        assert len(rest) == 5007 - 100 and rest.startswith("rd word"), rest[:50]
+        long = body(cut) + body(on)
+        assert len(long) == 5007 and body(on).startswith("rd word"), body(on)[:50]
 
         started = text(await s.call_tool("crawl", {"url": f"{site}/", "limit": 10}))
         crawl = job_id(started)
@@ -93,6 +107,18 @@ def test_every_tool_answers(api, site):
             await asyncio.sleep(0.1)
         docs = text(await s.call_tool("crawl_results", {"job_id": batch}))
         assert "Alpha text." in docs and "Beta text." in docs, docs
+        # In an answer of several documents, a cut one's note reads on in that document.
+        batch = job_id(text(await s.call_tool("batch_scrape", {"urls": [f"{site}/long", f"{site}/a"]})))
+        for _ in range(200):
+            if "is completed" in text(await s.call_tool("crawl_status", {"job_id": batch})):
+                break
+            await asyncio.sleep(0.1)
+        docs = text(await s.call_tool("crawl_results", {"job_id": batch, "max_chars": 600}))
+        shown = docs.split(f"# {site}/long\n\n", 1)[1]
+        tool, args = read_on(shown)
+        assert args["offset"] == 300, args
+        on = text(await s.call_tool(tool, {**args, "max_chars": 10000}))
+        assert on.startswith(f"# {site}/long\n\n") and body(on) == long[300:], on[:200]
 
         schema = {"fields": [{"name": "title", "selector": "h1", "type": "text"}]}
         extracted = text(await s.call_tool("extract", {"url": f"{site}/b", "schema": schema}))
