@@ -57,6 +57,16 @@ def read_on(answer: str) -> tuple[str, dict]:
     return found.group(1), json.loads(found.group(2))
 
 
+async def finished(s: ClientSession, job: str) -> str:
+    """Follows `job` with crawl_status until it is completed; its last status."""
+    for _ in range(200):
+        status = text(await s.call_tool("crawl_status", {"job_id": job}))
+        if "is completed" in status:
+            break
+        await asyncio.sleep(0.1)
+    return status
+
+
 def body(answer: str) -> str:
     """A one-document answer's Markdown, without its heading and its note."""
     return answer.split("\n\n", 1)[1].rsplit("\n\n[", 1)[0]
@@ -82,11 +92,7 @@ def test_every_tool_answers(api, site):
 
         started = text(await s.call_tool("crawl", {"url": f"{site}/", "limit": 10}))
         crawl = job_id(started)
-        for _ in range(200):
-            status = text(await s.call_tool("crawl_status", {"job_id": crawl}))
-            if "is completed" in status:
-                break
-            await asyncio.sleep(0.1)
+        status = await finished(s, crawl)
         assert "3 of 3 pages done" in status, status
         first = text(await s.call_tool("crawl_results", {"job_id": crawl, "limit": 2}))
         assert first.count(f"# {site}") == 2 and "cursor" in first, first
@@ -101,18 +107,12 @@ def test_every_tool_answers(api, site):
         assert "## Page A" in hits and "Alpha text." in hits, hits
 
         batch = job_id(text(await s.call_tool("batch_scrape", {"urls": [f"{site}/a", f"{site}/b"]})))
-        for _ in range(200):
-            if "is completed" in text(await s.call_tool("crawl_status", {"job_id": batch})):
-                break
-            await asyncio.sleep(0.1)
+        await finished(s, batch)
         docs = text(await s.call_tool("crawl_results", {"job_id": batch}))
         assert "Alpha text." in docs and "Beta text." in docs, docs
         # In an answer of several documents, a cut one's note reads on in that document.
         batch = job_id(text(await s.call_tool("batch_scrape", {"urls": [f"{site}/long", f"{site}/a"]})))
-        for _ in range(200):
-            if "is completed" in text(await s.call_tool("crawl_status", {"job_id": batch})):
-                break
-            await asyncio.sleep(0.1)
+        await finished(s, batch)
         docs = text(await s.call_tool("crawl_results", {"job_id": batch, "max_chars": 600}))
         shown = docs.split(f"# {site}/long\n\n", 1)[1]
         tool, args = read_on(shown)
