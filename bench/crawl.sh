@@ -25,7 +25,7 @@ PAGES=${PAGES:-$([ -n "$RENDER" ] && echo 200 || echo 2000)}
 CONCURRENCY=${CONCURRENCY:-32}
 render_flag=$([ -n "$RENDER" ] && echo true || echo false)
 work=$(mktemp -d)
-trap 'kill $(cat "$work"/nginx.pid 2>/dev/null) 2>/dev/null || true; kill "$serve_pid" 2>/dev/null || true; [ -z "${AWS_EMULATOR_PID:-}" ] || kill "$AWS_EMULATOR_PID"; rm -rf "$work"' EXIT
+trap 'kill $(cat "$work"/nginx.pid 2>/dev/null) 2>/dev/null || true; kill "$serve_pid" 2>/dev/null || true; [ "$(type -t stop_aws_emulator)" != function ] || stop_aws_emulator; rm -rf "$work"' EXIT
 serve_pid=
 
 source bench/site.sh

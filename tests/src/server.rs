@@ -24,8 +24,45 @@ pub fn aws_backend() -> bool {
     std::env::var("SARVCRAWL_TEST_BACKEND").is_ok_and(|b| b == "aws")
 }
 
-/// Creates fresh AWS resources for one server and returns their `SARVCRAWL_*` variables.
+/// The emulators new resources are made on: `SARVCRAWL_TEST_EMULATORS` may name several
+/// endpoints (space-separated) so that no one emulator sets the pace of the whole run.
+fn emulators() -> Vec<String> {
+    std::env::var("SARVCRAWL_TEST_EMULATORS")
+        .map(|pool| pool.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Running servers on each emulator of [`emulators`].
+static SERVERS_ON: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// The emulator of the pool with the fewest running servers, and its place in the pool;
+/// counted as one more server's when `hold`, until [`leave_emulator`]. None without a pool
+/// (resources go to `AWS_ENDPOINT_URL`).
+fn pick_emulator(hold: bool) -> Option<(usize, String)> {
+    let pool = emulators();
+    let mut load = SERVERS_ON.lock().unwrap_or_else(|e| e.into_inner());
+    load.resize(pool.len(), 0);
+    let (place, _) = load.iter().enumerate().min_by_key(|(_, n)| **n)?;
+    if hold {
+        load[place] += 1;
+    }
+    Some((place, pool[place].clone()))
+}
+
+fn leave_emulator(place: usize) {
+    let mut load = SERVERS_ON.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = load.get_mut(place) {
+        *n = n.saturating_sub(1);
+    }
+}
+
+/// Creates fresh AWS resources for one server and returns their `SARVCRAWL_*` variables, and
+/// `AWS_ENDPOINT_URL` when they are on an emulator of [`emulators`].
 pub fn bootstrap_aws() -> Vec<(String, String)> {
+    bootstrap_aws_on(pick_emulator(false).map(|(_, endpoint)| endpoint))
+}
+
+fn bootstrap_aws_on(endpoint: Option<String>) -> Vec<(String, String)> {
     static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let nanos = std::time::SystemTime::now()
@@ -33,11 +70,13 @@ pub fn bootstrap_aws() -> Vec<(String, String)> {
         .map_or(0, |d| d.subsec_nanos());
     let prefix = format!("t{}-{n}-{nanos}", std::process::id());
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    let out = Command::new(binary())
-        .args(["aws", "bootstrap", "--prefix", &prefix, "--template"])
-        .arg(template)
-        .output()
-        .expect("run sarvcrawl aws bootstrap");
+    let mut cmd = Command::new(binary());
+    cmd.args(["aws", "bootstrap", "--prefix", &prefix, "--template"])
+        .arg(template);
+    if let Some(endpoint) = &endpoint {
+        cmd.env("AWS_ENDPOINT_URL", endpoint);
+    }
+    let out = cmd.output().expect("run sarvcrawl aws bootstrap");
     assert!(
         out.status.success(),
         "bootstrap failed: {}",
@@ -48,6 +87,7 @@ pub fn bootstrap_aws() -> Vec<(String, String)> {
         .filter_map(|l| l.strip_prefix("export "))
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
+        .chain(endpoint.map(|e| ("AWS_ENDPOINT_URL".to_string(), e)))
         .collect()
 }
 
@@ -63,6 +103,8 @@ pub struct Serve {
     workers: Vec<Child>,
     /// Whether it runs on the AWS backend, with worker processes beside the API process.
     aws: bool,
+    /// The place in the pool of [`emulators`] of the emulator its resources are on.
+    emulator: Option<usize>,
     pub base: String,
     pub data_dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
@@ -101,10 +143,17 @@ impl Serve {
         if !args.contains(&"--visibility-timeout") {
             args.extend(["--visibility-timeout", "30"]);
         }
+        let mut emulator = None;
         if !envs.iter().any(|(k, _)| k == "SARVCRAWL_TABLE") {
-            envs.extend(bootstrap_aws());
+            // A caller that names the endpoint (a proxy in front of the emulator) gets its
+            // resources on the emulator of `AWS_ENDPOINT_URL`, behind that proxy.
+            let named = envs.iter().any(|(k, _)| k == "AWS_ENDPOINT_URL");
+            emulator = (!named).then(|| pick_emulator(true)).flatten();
+            envs.extend(bootstrap_aws_on(emulator.clone().map(|(_, e)| e)));
         }
-        Serve::spawned_with(listen, &args, envs, true)
+        let mut serve = Serve::spawned_with(listen, &args, envs, true);
+        serve.emulator = emulator.map(|(place, _)| place);
+        serve
     }
 
     /// Starts a server on the local backend whatever the suite runs against.
@@ -122,6 +171,7 @@ impl Serve {
             child: None,
             workers: Vec::new(),
             aws,
+            emulator: None,
             base: String::new(),
             addr_file: tmp.path().join("addr"),
             data_dir: tmp.path().join("data"),
@@ -337,6 +387,9 @@ impl Serve {
 impl Drop for Serve {
     fn drop(&mut self) {
         self.kill();
+        if let Some(place) = self.emulator {
+            leave_emulator(place);
+        }
     }
 }
 
