@@ -29,8 +29,8 @@ trap stop_aws_emulator EXIT
 
 cargo test --workspace --all-features --locked
 echo "--- the black-box suite on the AWS backend"
-# Two emulators, each server's resources on the next in turn: an emulator is one Python
-# process, busy on at most one core, and one alone set the pace of this pass.
+# Two emulators, each new server's resources on the one with fewer servers running: an
+# emulator is one Python process, busy on at most one core, and one alone set this pass's pace.
 start_aws_emulator
 # (The browser's own tests, which use no backend, and the tests that use the emulator
 # whatever the backend (the Lambda handlers, the stores, the fault run) ran in the first pass.)
