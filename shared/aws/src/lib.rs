@@ -22,6 +22,7 @@ pub use keys::KeyStore;
 pub use s3::S3Blobs;
 pub use sqs::SqsQueue;
 
+use aws_smithy_http_client::tls;
 use sarvcrawl_core::ports::Clock;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,7 +92,13 @@ impl Clients {
             .with_max_attempts(ATTEMPTS)
             .with_initial_backoff(Duration::from_millis(50))
             .with_max_backoff(Duration::from_secs(5));
+        let https = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(
+                tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .build_https();
         let config = loader
+            .http_client(https)
             .timeout_config(timeouts)
             .retry_config(retries)
             .load()
