@@ -1,21 +1,12 @@
 #!/usr/bin/env bash
-# Installs the AWS emulator (moto server), the template checkers (cfn-lint, SAM CLI), the
-# API fuzzer (schemathesis), cargo-lambda and the reference webhook verifier (standardwebhooks)
-# into ./.venv when missing.
+# Installs the tools of scripts/tools.sh into ./.venv when missing.
 # Source it to start the emulator (scripts/aws_emulator.py) on a free loopback port: it exports
 # AWS_ENDPOINT_URL and dummy credentials; `start_aws_emulator` starts one more (its endpoint in
 # AWS_EMULATOR_URL), and `stop_aws_emulator` stops them all.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
-if [ ! -x "$venv/bin/moto_server" ] || [ ! -x "$venv/bin/cfn-lint" ] || [ ! -x "$venv/bin/sam" ] \
-  || [ ! -x "$venv/bin/schemathesis" ] || [ ! -x "$venv/bin/cargo-lambda" ] \
-  || ! "$venv/bin/python" -c 'import standardwebhooks' 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check \
-    'moto[server]==5.*' 'cfn-lint==1.*' 'aws-sam-cli==1.*' 'schemathesis==4.*' 'cargo-lambda==1.*' \
-    'standardwebhooks==1.*'
-fi
+bash "$root/scripts/tools.sh"
 AWS_EMULATOR_PIDS=()
 # Starts one more emulator on a free loopback port and sets AWS_EMULATOR_URL to its endpoint.
 start_aws_emulator() {

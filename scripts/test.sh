@@ -12,13 +12,23 @@ export CARGO_INCREMENTAL=0
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# Chromium and the Python tools are downloaded while the code compiles (mostly waiting on
+# the network); their output is shown once the build is done.
+setup_log=$(mktemp)
+(bash scripts/chromium.sh && bash scripts/tools.sh) >"$setup_log" 2>&1 &
+setup=$!
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 # The black-box tests spawn the server binary, and the cargo-lambda smoke test three function
 # binaries: build them with the tests, in one feature set, so every dependency is compiled once.
 cargo build --workspace --all-features --locked --tests \
   --bin sarvcrawl --bin status --bin submit --bin worker
-bash scripts/chromium.sh
+setup_done=0
+wait "$setup" || setup_done=$?
+cat "$setup_log"
+rm -f "$setup_log"
+[ "$setup_done" -eq 0 ] || { echo "installing Chromium or the tools in ./.venv failed" >&2; exit 1; }
 
 # shellcheck source=scripts/aws-emulator.sh
 source scripts/aws-emulator.sh
