@@ -390,16 +390,24 @@ async fn hostile_content_fails_its_own_page_and_nothing_else() {
             item.name
         );
     }
-    // The diff of two 120,000-line pages was made, and cut to size.
+    // The change of two 120,000-line pages was reported with its diff cut to size or, when the
+    // diff could not be made within the work limit on a busy machine, without it, saying why.
     assert_eq!(changed["last_delivery"]["status_code"], 200, "{changed}");
     let delivered: Value = serde_json::from_slice(&hook.received()[0].body).unwrap();
-    let diff = delivered["diff"].as_str().unwrap();
-    assert!(
-        diff.len() <= (1 << 20) + 1024,
-        "a diff of {} bytes",
-        diff.len()
-    );
-    assert!(diff.contains("more changed lines"), "{}", &diff[..200]);
+    match delivered["diff"].as_str() {
+        Some(diff) => {
+            assert!(
+                diff.len() <= (1 << 20) + 1024,
+                "a diff of {} bytes",
+                diff.len()
+            );
+            assert!(diff.contains("more changed lines"), "{}", &diff[..200]);
+        }
+        None => {
+            let why = delivered["diff_omitted"].as_str().unwrap_or_default();
+            assert!(why.contains("longer than"), "{delivered}");
+        }
+    }
 
     // The server kept answering, never restarted, and stayed within its memory.
     assert!(

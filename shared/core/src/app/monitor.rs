@@ -295,9 +295,15 @@ pub(crate) async fn run_check(
                     diff::unified(&before, &after, budget)
                 })
                 .await;
+            // A change too big to diff within bounds is still reported, without its diff.
             let diff = match diff {
-                Ok(d) => d,
-                Err(e) => return Ok(Some(checked_out(app, req, job, now, e).await?)),
+                Ok(d) => Value::String(d),
+                Err(e) => {
+                    let why = format!("the diff was left out: {e}");
+                    logs.push(NewLog::warn(why.clone()));
+                    result["diff_omitted"] = json!(why);
+                    Value::Null
+                }
             };
             logs.push(NewLog::info("changed: notifying"));
             result["previous"] = json!({"hash": p.hash, "checked_at": timestamp(p.checked_at)});
@@ -306,7 +312,7 @@ pub(crate) async fn run_check(
             webhook::notify_later(app, job).await?;
             app.blobs.put(&key, Bytes::from(current.clone())).await?;
             result["changed"] = json!(true);
-            result["diff"] = json!(diff);
+            result["diff"] = diff;
         }
     }
     let changed = previous.as_ref().is_some_and(|p| p.hash != current_hash);
@@ -329,7 +335,7 @@ pub(crate) async fn run_check(
     Ok(Some(Produced::result(&req.url, Ok(result))))
 }
 
-/// Ends a check whose comparison could not be made within bounds: the page fails with the
+/// Ends a check whose snapshot could not be taken within bounds: the page fails with the
 /// reason, the monitor is released and keeps its snapshot.
 async fn checked_out(
     app: &App,

@@ -168,7 +168,7 @@ async fn check_event(app: &App, job: &Job, state: &mut State) -> StoreResult<Opt
         return Ok(None);
     };
     let url = job.request["url"].clone();
-    let body = json!({
+    let mut body = json!({
         "type": "monitor.changed",
         "monitor_id": r["monitor_id"],
         "url": url,
@@ -178,6 +178,9 @@ async fn check_event(app: &App, job: &Job, state: &mut State) -> StoreResult<Opt
         "current": {"hash": r["hash"]},
         "diff": r["diff"],
     });
+    if let Some(why) = r.get("diff_omitted") {
+        body["diff_omitted"] = why.clone();
+    }
     Ok(Some(Inflight {
         sequence: 1,
         event: EventType::MonitorChanged,

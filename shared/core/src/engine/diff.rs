@@ -3,7 +3,7 @@
 //! is cut at [`MAX_DIFF`] bytes with a note saying how much was left out.
 
 use super::budget::{Budget, Exceeded};
-use similar::{ChangeTag, TextDiff};
+use similar::{ChangeTag, DiffTag, TextDiff};
 use std::time::Duration;
 
 /// Longest diff text produced.
@@ -18,9 +18,17 @@ pub fn unified(before: &str, after: &str, budget: &Budget) -> Result<String, Exc
         .timeout(MAX_SEARCH.min(budget.remaining() / 2))
         .diff_lines(before, after);
     budget.check()?;
+    let changed: usize = diff
+        .ops()
+        .iter()
+        .map(|op| match op.tag() {
+            DiffTag::Equal => 0,
+            _ => op.old_range().len() + op.new_range().len(),
+        })
+        .sum();
     let mut out = String::new();
-    let (mut shown, mut left_out) = (0usize, 0usize);
-    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+    let (mut shown, mut changed_shown) = (0usize, 0usize);
+    'hunks: for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
         budget.check()?;
         if out.is_empty() {
             out.push_str("--- previous\n+++ current\n");
@@ -28,10 +36,8 @@ pub fn unified(before: &str, after: &str, budget: &Budget) -> Result<String, Exc
         for (i, change) in hunk.iter_changes().enumerate() {
             let line = change.to_string_lossy();
             if out.len() + line.len() > MAX_DIFF {
-                if change.tag() != ChangeTag::Equal {
-                    left_out += 1;
-                }
-                continue;
+                // Full: what is left is only counted.
+                break 'hunks;
             }
             if i == 0 {
                 out.push_str(&format!("{}\n", hunk.header()));
@@ -42,8 +48,12 @@ pub fn unified(before: &str, after: &str, budget: &Budget) -> Result<String, Exc
                 out.push('\n');
             }
             shown += 1;
+            if change.tag() != ChangeTag::Equal {
+                changed_shown += 1;
+            }
         }
     }
+    let left_out = changed - changed_shown;
     if left_out > 0 {
         out.push_str(&format!(
             "... the diff is cut at {} KiB: {left_out} more changed lines ({shown} lines shown)\n",
@@ -79,6 +89,17 @@ mod tests {
         let d = unified(&before, &after, &Budget::new(Duration::from_secs(4))).unwrap();
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         assert!(d.len() <= MAX_DIFF + 200, "{}", d.len());
-        assert!(d.contains("more changed lines"));
+        // Every changed line is either shown or counted as left out.
+        let shown = d
+            .lines()
+            .skip(2)
+            .filter(|l| l.starts_with('-') || l.starts_with('+'))
+            .count();
+        let left_out: usize = d
+            .rsplit_once(": ")
+            .and_then(|(_, tail)| tail.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {}", &d[d.len() - 200..]));
+        assert_eq!(shown + left_out, 240_000);
     }
 }
