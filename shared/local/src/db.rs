@@ -1,10 +1,14 @@
-//! The SQLite database: schema, pragmas, and running statements off the async runtime.
+//! The SQLite database: schema, pragmas, checkpoints, and running statements off the async
+//! runtime.
 
+use crate::turns::WriterTurns;
 use rusqlite::Connection;
+use sarvcrawl_core::engine::pool::lowered;
 use sarvcrawl_core::ports::{StoreError, StoreResult};
 use sarvcrawl_core::stages;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS jobs (
@@ -156,8 +160,25 @@ fn sqlite(e: rusqlite::Error) -> StoreError {
 
 /// One writer connection and one reader connection (WAL lets reads run beside writes).
 pub(crate) struct Db {
-    writer: Mutex<Connection>,
+    writer: Arc<Writer>,
     reader: Mutex<Connection>,
+    /// Dropped with the database, which ends the checkpoints' thread.
+    _checkpoints: Option<mpsc::Sender<()>>,
+}
+
+/// The one writer connection and the turns at it.
+struct Writer {
+    conn: Mutex<Connection>,
+    turns: WriterTurns,
+}
+
+impl Writer {
+    /// Runs `f` on the connection in its turn: before the background's when `first`.
+    fn run<T>(&self, first: bool, f: impl FnOnce(&mut Connection) -> T) -> T {
+        let _turn = self.turns.enter(first);
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn)
+    }
 }
 
 /// Runs a statement through the connection's cache of prepared statements (compiling the same
@@ -179,40 +200,111 @@ pub(crate) fn one_row<T>(
 /// Distinct statements each connection keeps prepared (more than the store runs).
 const PREPARED: usize = 128;
 
+/// How long a statement waits for a lock another connection holds.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.set_prepared_statement_cache_capacity(PREPARED);
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "busy_timeout", 5000)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     Ok(conn)
+}
+
+/// How often the WAL is copied back into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
+/// The WAL's length (pages) past which a checkpoint holds the writer for a moment to finish
+/// the copy and start the WAL over (the copies beside the writer never catch up with a busy
+/// one, and the WAL would grow without end).
+const RESTART_AFTER: i64 = 4_096;
+/// How long a restart waits for readers still on the WAL before trying again later.
+const RESTART_WAIT: Duration = Duration::from_millis(100);
+
+/// Starts the thread that checkpoints the WAL on `conn` every [`CHECKPOINT_EVERY`], passively
+/// (beside the writer, never holding it up) and on the writer's connection in its turn once the
+/// WAL is [`RESTART_AFTER`] long, until the returned sender is dropped. None when the system
+/// refuses the thread: the writer then checkpoints as SQLite does by default.
+fn checkpoints(conn: Connection, writer: Arc<Writer>) -> Option<mpsc::Sender<()>> {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("sarvcrawl-checkpoint".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY)
+            {
+                if let Err(e) = checkpoint(&conn, &writer) {
+                    tracing::warn!(error = %e, "cannot checkpoint the database's WAL");
+                }
+            }
+        });
+    match spawned {
+        Ok(_) => Some(stop),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the checkpoints' thread");
+            None
+        }
+    }
+}
+
+/// One round of [`checkpoints`].
+fn checkpoint(conn: &Connection, writer: &Writer) -> rusqlite::Result<()> {
+    let wal_pages = |mode: &str, c: &Connection| {
+        c.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+            r.get::<_, i64>(1)
+        })
+    };
+    if wal_pages("PASSIVE", conn)? < RESTART_AFTER {
+        return Ok(());
+    }
+    // In the first lane: a writer of the API's that never paused would otherwise keep it out.
+    writer.run(true, |w| {
+        w.busy_timeout(RESTART_WAIT)?;
+        let restarted = wal_pages("RESTART", w);
+        w.busy_timeout(BUSY_TIMEOUT)?;
+        restarted.map(drop)
+    })
 }
 
 impl Db {
     pub(crate) fn open(path: &Path) -> rusqlite::Result<Self> {
         let writer = connect(path)?;
         migrate(&writer)?;
-        let reader = connect(path)?;
+        // The writer's commits only append to the WAL: copying it back into the database (and
+        // the fsyncs that takes, tens of milliseconds on a busy disk) is the checkpoints'
+        // thread's work, and a write waits behind it only while the WAL starts over.
+        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let writer = Arc::new(Writer {
+            conn: Mutex::new(writer),
+            turns: WriterTurns::default(),
+        });
+        let checkpoints = checkpoints(connect(path)?, writer.clone());
+        if checkpoints.is_none() {
+            writer.run(true, |w| w.pragma_update(None, "wal_autocheckpoint", 1000))?;
+        }
         Ok(Db {
-            writer: Mutex::new(writer),
-            reader: Mutex::new(reader),
+            writer,
+            reader: Mutex::new(connect(path)?),
+            _checkpoints: checkpoints,
         })
     }
 
-    /// Runs `f` in one IMMEDIATE transaction on the writer, off the async runtime.
+    /// Runs `f` in one IMMEDIATE transaction on the writer, off the async runtime; a caller at
+    /// the API's priority (not [`lowered`]) has its turn before the background's.
     pub(crate) async fn write<T, F>(self: &Arc<Self>, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T> + Send + 'static,
     {
-        let (db, stage) = (self.clone(), stages::current());
+        let (db, stage, first) = (self.clone(), stages::current(), !lowered());
         tokio::task::spawn_blocking(move || {
             let _in = stages::enter(stage);
-            let mut conn = db.writer.lock().unwrap_or_else(|p| p.into_inner());
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
+            db.writer.run(first, |conn| {
+                let tx =
+                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let out = f(&tx)?;
+                tx.commit()?;
+                Ok(out)
+            })
         })
         .await
         .map_err(StoreError::new)?
@@ -241,7 +333,54 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> rusqlite::Result<T> {
-        let conn = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        f(&conn)
+        self.writer.run(true, |conn| f(conn))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_starts_over_while_writes_go_on_and_nothing_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Db::open(&dir.path().join("t.db")).unwrap());
+        // Six times the WAL's length before a restart, in 64 KiB rows, at up to 50 MB/s.
+        let row = "x".repeat(64 * 1024);
+        let rows = 6 * RESTART_AFTER as usize * 4096 / row.len();
+        let wal_len = || std::fs::metadata(dir.path().join("t.db-wal")).map_or(0, |m| m.len());
+        let mut longest = 0;
+        for n in 0..rows {
+            let row = row.clone();
+            db.write(move |tx| {
+                exec(
+                    tx,
+                    "INSERT INTO logs (job_id, at, level, message) VALUES ('j', '', 'info', ?1)",
+                    [row],
+                )
+            })
+            .await
+            .unwrap();
+            if n % 8 == 0 {
+                longest = longest.max(wal_len());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let written = (rows * row.len()) as u64;
+        assert!(
+            longest < written / 2,
+            "the WAL grew to {longest} bytes for {written} written"
+        );
+        let count: usize = db
+            .read(|c| c.query_row("SELECT count(*) FROM logs", [], |r| r.get(0)))
+            .await
+            .unwrap();
+        assert_eq!(count, rows);
+        drop(db);
+        let reopened = Db::open(&dir.path().join("t.db")).unwrap();
+        let count: usize = reopened
+            .write_now(|c| c.query_row("SELECT count(*) FROM logs", [], |r| r.get(0)))
+            .unwrap();
+        assert_eq!(count, rows);
     }
 }

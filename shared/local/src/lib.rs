@@ -9,6 +9,7 @@ mod monitors;
 mod queue;
 mod signing;
 mod store;
+mod turns;
 
 pub use blobs::FsBlobs;
 pub use queue::SqliteQueue;

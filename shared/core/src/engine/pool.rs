@@ -5,6 +5,7 @@
 //! deepest tree the parsers let through cannot overflow one.
 
 use super::budget::{Budget, Exceeded};
+use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -19,9 +20,21 @@ const GRACE: Duration = Duration::from_secs(2);
 /// API run first, then those that fetch and keep the books, then the parses.
 pub const WORK_NICE: i32 = 10;
 
+thread_local! {
+    /// The nice value this thread lowered itself to (0: the API's priority).
+    static NICE: Cell<i32> = const { Cell::new(0) };
+}
+
+/// Whether the calling thread runs below the API's priority ([`lower_priority`]): a shared
+/// resource (the one SQLite writer) serves the others first.
+pub fn lowered() -> bool {
+    NICE.with(Cell::get) > 0
+}
+
 /// Lowers the calling thread's scheduling priority to `nice`, never raising it (on Linux a
-/// thread has its own; elsewhere nothing changes).
+/// thread has its own; elsewhere nothing changes but [`lowered`]).
 pub fn lower_priority(nice: i32) {
+    NICE.with(|n| n.set(n.get().max(nice)));
     #[cfg(target_os = "linux")]
     // SAFETY: plain system calls about the calling thread, with no memory handed over.
     unsafe {
@@ -183,8 +196,11 @@ mod tests {
         };
         let here = nice();
         let pool = WorkPool::new(1);
-        let there = pool.run(Duration::from_secs(5), move |_| Ok(nice())).await;
-        assert_eq!(there, Ok(WORK_NICE.max(here)));
+        let there = pool
+            .run(Duration::from_secs(5), move |_| Ok((nice(), lowered())))
+            .await;
+        assert_eq!(there, Ok((WORK_NICE.max(here), true)));
+        assert!(!lowered(), "the test's own thread was never lowered");
     }
 
     #[tokio::test]
