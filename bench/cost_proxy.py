@@ -47,7 +47,7 @@ tables = {}
 
 
 def fresh():
-    return {"calls": {}, "rcu": {}, "wcu": {}, "wcu_items": {}, "queues": {}}
+    return {"calls": {}, "rcu": {}, "wcu": {}, "wcu_items": {}, "reads": {}, "queues": {}}
 
 
 counts = fresh()
@@ -208,6 +208,17 @@ def dynamodb_reads(op, body, reply):
     return 0
 
 
+def read_of(op, body):
+    """What a read asks for: the kind of item it gets, or the index and key condition it
+    queries (each of the service's queries has its own)."""
+    if op == "GetItem":
+        return f"{op} {kind_of(body.get('Key', {}))}"
+    if op in ("Query", "Scan"):
+        where = body.get("KeyConditionExpression", "")
+        return f"{op} {body.get('IndexName', 'table')}: {where}"
+    return op
+
+
 def dynamodb(op, body, forward):
     writes = writes_of(op, body)
     if writes is None:
@@ -216,6 +227,7 @@ def dynamodb(op, body, forward):
             units = dynamodb_reads(op, body, json.loads(data or b"{}"))
             if units:
                 add("rcu", op, units)
+            add("reads", read_of(op, body))
         return status, headers, data
     with write_lock:
         before = [image(t, k) for t, k, _ in writes]

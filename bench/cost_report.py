@@ -54,6 +54,9 @@ def table(c, per, unit):
     for k, v in sorted(c.get("wcu_items", {}).items()):
         print(f"    {k:<36} {v / per:8.2f}")
     print(f"  {'read units per ' + unit:<38} {sum(c['rcu'].values()) / per:8.2f}")
+    print(f"  {'reads per ' + unit + ', by what they read':<40}")
+    for k, v in sorted(c.get("reads", {}).items(), key=lambda kv: -kv[1]):
+        print(f"    {k:<60} {v / per:8.2f}")
 
 
 def costs(d, per, scale, unit):

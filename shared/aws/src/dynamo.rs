@@ -165,8 +165,17 @@ impl JobStore for DynamoStore {
         job: &Job,
         root_url: &str,
         claim: Claim,
+        log: &[NewLog],
     ) -> StoreResult<CreateOutcome> {
-        self.create(job, root_url, claim).await
+        let outcome = self.create(job, root_url, claim).await?;
+        // The lines go in a write of their own (a transaction's item costs twice a put's); the
+        // job stands without them.
+        if matches!(outcome, CreateOutcome::Created) {
+            if let Err(e) = self.add_logs(&job.user_id, &job.job_id, log).await {
+                tracing::warn!(error = %e, job = %job.job_id, "a new job's first log lines were lost");
+            }
+        }
+        Ok(outcome)
     }
 
     async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {
@@ -286,7 +295,14 @@ impl JobStore for DynamoStore {
         url: &str,
         outcome: &PageOutcome,
     ) -> StoreResult<Completion> {
-        self.complete(&job_pk(user, job), url, outcome).await
+        let done = self.complete(&job_pk(user, job), url, outcome).await?;
+        // As with a new job's: the lines are written after, and the page stands without them.
+        if done.applied {
+            if let Err(e) = self.add_logs(user, job, &outcome.log).await {
+                tracing::warn!(error = %e, job = %job, "a page's log lines were lost");
+            }
+        }
+        Ok(done)
     }
 
     async fn get_node(

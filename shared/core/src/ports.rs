@@ -221,6 +221,9 @@ pub struct PageOutcome {
     pub document_key: Option<String>,
     /// Tokens a language model took to read the page, added to the job's.
     pub tokens: u64,
+    /// The page's log lines: written with the completion (in its transaction on SQLite), and
+    /// only when it applies, so a duplicate delivery adds none.
+    pub log: Vec<NewLog>,
 }
 
 /// What `complete_node` saw.
@@ -365,12 +368,15 @@ pub const MAX_NODES_PER_JOB: u64 = 200_000;
 pub trait JobStore: Send + Sync {
     /// Writes the job and its root node (queued, depth 0) and takes its claim, all in one
     /// atomic write. A held slot whose lease has not run out, or a full cap, makes it write
-    /// nothing. `finish_job` gives the claim back.
+    /// nothing. `finish_job` gives the claim back. `log`: the job's first log lines, written
+    /// with it where the store can (in the same transaction on SQLite); a store that writes
+    /// them apart may lose them, never the job.
     async fn create_job(
         &self,
         job: &Job,
         root_url: &str,
         claim: Claim,
+        log: &[NewLog],
     ) -> StoreResult<CreateOutcome>;
 
     /// The job, if it exists and belongs to `user`.

@@ -191,10 +191,13 @@ impl JobStore for SqliteStore {
         job: &Job,
         root_url: &str,
         claim: Claim,
+        log: &[NewLog],
     ) -> StoreResult<CreateOutcome> {
         let job = job.clone();
         let root = root_url.to_string();
         let request = job.request.to_string();
+        let log = log.to_vec();
+        let at = stored_time(self.clock.now());
         self.db
             .write(move |tx| {
                 let user = job.user_id.as_str();
@@ -259,6 +262,7 @@ impl JobStore for SqliteStore {
                      VALUES (?1, ?2, 1, NULL, 0, 'queued', 1)",
                     params![job.job_id.as_str(), root],
                 )?;
+                insert_logs(tx, job.job_id.as_str(), &at, &log)?;
                 Ok(CreateOutcome::Created)
             })
             .await
@@ -627,7 +631,8 @@ impl JobStore for SqliteStore {
     ) -> StoreResult<Completion> {
         let (user, job, url) = (user.0.clone(), job.0.clone(), url.to_string());
         let outcome = outcome.clone();
-        let now = self.clock.now().timestamp_millis();
+        let clock = self.clock.now();
+        let (now, at) = (clock.timestamp_millis(), stored_time(clock));
         self.db
             .write(move |tx| {
                 if !owns(tx, &user, &job)? {
@@ -678,6 +683,7 @@ impl JobStore for SqliteStore {
                         params![job, key],
                     )?;
                 }
+                insert_logs(tx, &job, &at, &outcome.log)?;
                 completion(tx, &job, true)
             })
             .await
@@ -761,13 +767,7 @@ impl JobStore for SqliteStore {
                 if !owns(tx, &user, &job)? {
                     return Ok(());
                 }
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO logs (job_id, at, level, message, url) VALUES (?1, ?2, ?3, ?4, ?5)",
-                )?;
-                for e in &entries {
-                    insert.execute(params![job, at, e.level.as_str(), e.message, e.url])?;
-                }
-                Ok(())
+                insert_logs(tx, &job, &at, &entries)
             })
             .await
     }
@@ -798,4 +798,15 @@ impl JobStore for SqliteStore {
             })
             .await
     }
+}
+
+/// Adds a job's log lines, all stamped `at`.
+fn insert_logs(tx: &Connection, job: &str, at: &str, entries: &[NewLog]) -> rusqlite::Result<()> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO logs (job_id, at, level, message, url) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for e in entries {
+        insert.execute(params![job, at, e.level.as_str(), e.message, e.url])?;
+    }
+    Ok(())
 }

@@ -471,6 +471,7 @@ async fn the_sweep_requeues_a_stalled_job_then_fails_it_and_frees_its_slot() {
         status_code: Some(200),
         document_key: None,
         tokens: 0,
+        log: Vec::new(),
     };
     let c = d
         .aws

@@ -89,20 +89,33 @@ const ROOT: &str = "https://e.com/";
 async fn one_slot_per_user_and_kind_under_a_race() {
     for s in subjects().await {
         let u = user("u");
+        // Each attempt brings its first log line: only the job created has one.
         let attempts: Vec<_> = (0..20)
-            .map(|_| {
+            .map(|i| {
                 let (store, job, claim) = (
                     s.store.clone(),
                     job_of(&s, &u, JobKind::Crawl),
                     slot(&s, 15),
                 );
-                tokio::spawn(async move { store.create_job(&job, ROOT, claim).await })
+                let line = [NewLog::info(format!("attempt {i}")).at(ROOT.to_string())];
+                let id = job.job_id.clone();
+                (
+                    id,
+                    tokio::spawn(async move { store.create_job(&job, ROOT, claim, &line).await }),
+                )
             })
             .collect();
         let mut created = 0;
-        for a in attempts {
-            if a.await.unwrap().unwrap() == CreateOutcome::Created {
+        for (id, a) in attempts {
+            let outcome = a.await.unwrap().unwrap();
+            let lines = s.store.logs(&u, &id, None, 10).await.unwrap();
+            if outcome == CreateOutcome::Created {
                 created += 1;
+                assert_eq!(lines.len(), 1, "{}: {lines:?}", s.name);
+                assert!(lines[0].message.starts_with("attempt "), "{}", s.name);
+                assert_eq!(lines[0].url.as_deref(), Some(ROOT), "{}", s.name);
+            } else {
+                assert!(lines.is_empty(), "{}: {lines:?}", s.name);
             }
         }
         assert_eq!(created, 1, "{}", s.name);
@@ -110,13 +123,13 @@ async fn one_slot_per_user_and_kind_under_a_race() {
         let other = job_of(&s, &user("v"), JobKind::Crawl);
         let r = s
             .store
-            .create_job(&other, ROOT, slot(&s, 15))
+            .create_job(&other, ROOT, slot(&s, 15), &[])
             .await
             .unwrap();
         assert_eq!(r, CreateOutcome::Created, "{}", s.name);
         let CreateOutcome::SlotBusy { active_job_id } = s
             .store
-            .create_job(&job_of(&s, &u, JobKind::Crawl), ROOT, slot(&s, 15))
+            .create_job(&job_of(&s, &u, JobKind::Crawl), ROOT, slot(&s, 15), &[])
             .await
             .unwrap()
         else {
@@ -128,7 +141,7 @@ async fn one_slot_per_user_and_kind_under_a_race() {
             .finish_job(&u, &active_job_id, JobStatus::Completed, None, at);
         assert!(done.await.unwrap(), "{}", s.name);
         let next = job_of(&s, &u, JobKind::Crawl);
-        let again = s.store.create_job(&next, ROOT, slot(&s, 15));
+        let again = s.store.create_job(&next, ROOT, slot(&s, 15), &[]);
         assert_eq!(again.await.unwrap(), CreateOutcome::Created, "{}", s.name);
     }
 }
@@ -138,11 +151,14 @@ async fn a_slot_whose_lease_ran_out_is_taken_over() {
     for s in subjects().await {
         let u = user("u");
         let stuck = job_of(&s, &u, JobKind::Crawl);
-        s.store.create_job(&stuck, ROOT, slot(&s, 1)).await.unwrap();
+        s.store
+            .create_job(&stuck, ROOT, slot(&s, 1), &[])
+            .await
+            .unwrap();
         let next = || job_of(&s, &u, JobKind::Crawl);
         let busy = s
             .store
-            .create_job(&next(), ROOT, slot(&s, 1))
+            .create_job(&next(), ROOT, slot(&s, 1), &[])
             .await
             .unwrap();
         assert!(matches!(busy, CreateOutcome::SlotBusy { .. }), "{}", s.name);
@@ -155,14 +171,14 @@ async fn a_slot_whose_lease_ran_out_is_taken_over() {
         s.clock.advance(chrono::Duration::minutes(3));
         let busy = s
             .store
-            .create_job(&next(), ROOT, slot(&s, 1))
+            .create_job(&next(), ROOT, slot(&s, 1), &[])
             .await
             .unwrap();
         assert!(matches!(busy, CreateOutcome::SlotBusy { .. }), "{}", s.name);
         s.clock.advance(chrono::Duration::minutes(3));
         let taken = s
             .store
-            .create_job(&next(), ROOT, slot(&s, 1))
+            .create_job(&next(), ROOT, slot(&s, 1), &[])
             .await
             .unwrap();
         assert_eq!(taken, CreateOutcome::Created, "{}", s.name);
@@ -174,7 +190,10 @@ async fn claims_respect_the_limit_and_count_each_page_once() {
     for s in subjects().await {
         let (store, u) = (s.store.clone(), user("u"));
         let job = job_of(&s, &u, JobKind::Crawl);
-        store.create_job(&job, ROOT, slot(&s, 15)).await.unwrap();
+        store
+            .create_job(&job, ROOT, slot(&s, 15), &[])
+            .await
+            .unwrap();
         let nodes = vec![
             node("https://e.com/a", None),
             node("https://e.com/b", None),
@@ -223,6 +242,7 @@ async fn claims_respect_the_limit_and_count_each_page_once() {
             status_code: Some(200),
             document_key: Some("k/a".into()),
             tokens: 0,
+            log: vec![NewLog::info("fetched (200)").at("https://e.com/a".to_string())],
         };
         let first = store
             .complete_node(&u, &job.job_id, "https://e.com/a", &done)
@@ -234,6 +254,10 @@ async fn claims_respect_the_limit_and_count_each_page_once() {
             .unwrap();
         assert!(first.applied && !dup.applied, "{}", s.name);
         assert_eq!((first.pending, dup.pending), (2, 2), "{}", s.name);
+        // The page's line came with the completion that applied, and only with it.
+        let lines = store.logs(&u, &job.job_id, None, 10).await.unwrap();
+        let lines: Vec<_> = lines.iter().map(|l| l.message.as_str()).collect();
+        assert_eq!(lines, ["fetched (200)"], "{}", s.name);
         let got = store.get_job(&u, &job.job_id).await.unwrap().unwrap();
         let p = got.progress;
         assert_eq!(
@@ -253,7 +277,10 @@ async fn a_page_is_held_under_its_lease_and_taken_over_after() {
     for s in subjects().await {
         let (store, u) = (s.store.clone(), user("u"));
         let job = job_of(&s, &u, JobKind::Scrape);
-        store.create_job(&job, ROOT, Claim::Free).await.unwrap();
+        store
+            .create_job(&job, ROOT, Claim::Free, &[])
+            .await
+            .unwrap();
         let until = |minutes| s.clock.now() + chrono::Duration::minutes(minutes);
         assert!(
             store
@@ -341,7 +368,10 @@ async fn one_users_calls_never_reach_another_users_job() {
         let name = s.name;
         let job = job_of(&s, &a, JobKind::Crawl);
         let id = &job.job_id;
-        store.create_job(&job, ROOT, slot(&s, 15)).await.unwrap();
+        store
+            .create_job(&job, ROOT, slot(&s, 15), &[])
+            .await
+            .unwrap();
         store
             .append_logs(&a, id, &[NewLog::info("alice's")])
             .await
@@ -354,6 +384,7 @@ async fn one_users_calls_never_reach_another_users_job() {
             status_code: Some(200),
             document_key: Some("alice/doc".into()),
             tokens: 0,
+            log: Vec::new(),
         };
         store
             .complete_node(&a, id, "https://e.com/a", &done)
@@ -437,7 +468,7 @@ async fn one_users_calls_never_reach_another_users_job() {
         assert_eq!(messages, ["alice's"], "{name}");
         // Alice's slot is still hers.
         let busy = store
-            .create_job(&job_of(&s, &a, JobKind::Crawl), ROOT, slot(&s, 15))
+            .create_job(&job_of(&s, &a, JobKind::Crawl), ROOT, slot(&s, 15), &[])
             .await
             .unwrap();
         assert!(
@@ -594,6 +625,7 @@ fn done(code: u16) -> PageOutcome {
         status_code: Some(code),
         document_key: None,
         tokens: 0,
+        log: Vec::new(),
     }
 }
 
@@ -603,7 +635,10 @@ async fn the_frontier_lets_go_in_discovery_order_and_never_past_the_bound() {
         let (store, u) = (s.store.clone(), user("u"));
         let job = job_of(&s, &u, JobKind::Crawl);
         let id = &job.job_id;
-        store.create_job(&job, ROOT, slot(&s, 15)).await.unwrap();
+        store
+            .create_job(&job, ROOT, slot(&s, 15), &[])
+            .await
+            .unwrap();
         let urls: Vec<String> = (0..6).map(|i| format!("https://e.com/{i}")).collect();
         let nodes: Vec<NewNode> = urls.iter().map(|u| node(u, None)).collect();
         assert_eq!(
@@ -761,7 +796,10 @@ async fn the_sweep_writes_only_over_the_activity_it_read() {
         let (store, u) = (s.store.clone(), user("u"));
         let job = job_of(&s, &u, JobKind::Crawl);
         let id = &job.job_id;
-        store.create_job(&job, ROOT, slot(&s, 15)).await.unwrap();
+        store
+            .create_job(&job, ROOT, slot(&s, 15), &[])
+            .await
+            .unwrap();
         store
             .add_nodes(&u, id, ROOT, &[node("https://e.com/a", None)], 10)
             .await
@@ -820,7 +858,10 @@ async fn the_sweep_writes_only_over_the_activity_it_read() {
         // Its slot is free.
         let next = job_of(&s, &u, JobKind::Crawl);
         assert_eq!(
-            store.create_job(&next, ROOT, slot(&s, 15)).await.unwrap(),
+            store
+                .create_job(&next, ROOT, slot(&s, 15), &[])
+                .await
+                .unwrap(),
             CreateOutcome::Created,
             "{}",
             s.name

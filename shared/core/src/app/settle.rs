@@ -46,6 +46,7 @@ pub(crate) async fn settle_cancelled(
             status_code: None,
             document_key: None,
             tokens: 0,
+            log: Vec::new(),
         };
         app.jobs
             .complete_node(&task.user_id, &task.job_id, &task.url, &outcome)
@@ -87,23 +88,14 @@ pub async fn abandon(app: &App, task: &Task, reason: &str) -> StoreResult<bool> 
         status_code: None,
         document_key: stored.then_some(key),
         tokens: 0,
+        log: vec![
+            NewLog::warn(format!("failed: INTERNAL ({})", error.message)).at(task.url.clone()),
+        ],
     };
     let c = app
         .jobs
         .complete_node(&task.user_id, &task.job_id, &task.url, &outcome)
         .await?;
-    if c.applied {
-        app.jobs
-            .append_logs(
-                &task.user_id,
-                &task.job_id,
-                &[
-                    NewLog::warn(format!("failed: INTERNAL ({})", error.message))
-                        .at(task.url.clone()),
-                ],
-            )
-            .await?;
-    }
     if job.status.is_final() {
         return Ok(true);
     }

@@ -114,7 +114,9 @@ pub(crate) async fn create(
     } else {
         Claim::Free
     };
-    match app.jobs.create_job(&job, &root, claim).await? {
+    // The job and its first log line in one write; its task goes to the queue after.
+    let log = [NewLog::info(queued_line(kind, &root)).at(root.clone())];
+    match app.jobs.create_job(&job, &root, claim, &log).await? {
         CreateOutcome::Created => {}
         CreateOutcome::SlotBusy { active_job_id } => {
             return Err(AppError::ConcurrencyLimit {
@@ -132,6 +134,8 @@ pub(crate) async fn create(
     if let Err(e) = app.queue.send(&tasks).await {
         // Never leave a queued job that no task will ever run: fail it and free the slot.
         let error = JobError::new(ErrorCode::Internal, "the job could not be queued");
+        let line = NewLog::warn(error.message.clone());
+        let _ = app.jobs.append_logs(&user, &job.job_id, &[line]).await;
         app.jobs
             .finish_job(
                 &user,
@@ -143,12 +147,5 @@ pub(crate) async fn create(
             .await?;
         return Err(AppError::Store(e));
     }
-    app.jobs
-        .append_logs(
-            &user,
-            &job.job_id,
-            &[NewLog::info(queued_line(kind, &root)).at(root.clone())],
-        )
-        .await?;
     Ok(job)
 }

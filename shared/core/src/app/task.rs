@@ -192,6 +192,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
             status_code: node.status_code,
             document_key: None,
             tokens: 0,
+            log: Vec::new(),
         };
         let c = app
             .jobs
@@ -311,18 +312,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         crawl::discover(app, &job, r, &rt, task, links, &mut logs).await?;
     }
 
-    let outcome = PageOutcome {
-        status: if error.is_some() {
-            NodeStatus::Failed
-        } else {
-            NodeStatus::Completed
-        },
-        status_code,
-        document_key: key.clone(),
-        tokens,
-    };
-    let c = persisted(|| app.jobs.complete_node(user, job_id, &task.url, &outcome)).await?;
-    if c.applied && key.is_some() {
+    if key.is_some() {
         logs.push(match (&error, status_code) {
             (None, _)
                 if !matches!(
@@ -338,7 +328,19 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
             (None, None) => NewLog::info("fetched").at(task.url.clone()),
         });
     }
-    app.jobs.append_logs(user, job_id, &logs).await?;
+    // The page's lines go with its completion: a duplicate delivery's are dropped with it.
+    let outcome = PageOutcome {
+        status: if error.is_some() {
+            NodeStatus::Failed
+        } else {
+            NodeStatus::Completed
+        },
+        status_code,
+        document_key: key,
+        tokens,
+        log: logs,
+    };
+    let c = persisted(|| app.jobs.complete_node(user, job_id, &task.url, &outcome)).await?;
     if c.pending == 0 {
         finish(app, &job, error.as_ref()).await?;
     } else if redelivered && requeue_turn(app, &job).await? {
