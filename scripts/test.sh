@@ -15,6 +15,8 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # Chromium and the Python tools are downloaded while the code compiles (mostly waiting on
 # the network); their output is shown once the build is done.
 setup_log=$(mktemp)
+# (Removed on the way out too, should fmt or clippy stop the run before it is read.)
+trap 'rm -f "$setup_log"' EXIT
 (bash scripts/chromium.sh && bash scripts/tools.sh) >"$setup_log" 2>&1 &
 setup=$!
 

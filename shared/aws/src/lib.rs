@@ -81,7 +81,8 @@ impl Clients {
     /// that hangs fails instead (so its task is retried), and throttling, 5xx answers and
     /// dropped connections are tried again up to [`ATTEMPTS`] times, with exponential
     /// backoff and full jitter (the SDK's standard retry mode). A retried write is one the
-    /// stores made safe to repeat: conditional, idempotent, or carrying a client token.
+    /// stores made safe to repeat: conditional, idempotent, or carrying a client token. HTTPS
+    /// is rustls with the ring provider.
     pub async fn load(loader: aws_config::ConfigLoader) -> Self {
         let timeouts = aws_config::timeout::TimeoutConfig::builder()
             .connect_timeout(Duration::from_secs(5))
