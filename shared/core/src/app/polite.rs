@@ -8,7 +8,7 @@ use super::runtime::JobRuntime;
 use super::App;
 use crate::domain::Job;
 use crate::engine::robots::{fetch_robots, Robots, RobotsFile};
-use crate::ports::{NewLog, StoreError, StoreResult};
+use crate::ports::{BlobStore, Clock, Gates, NewLog, StoreError, StoreResult};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
@@ -202,45 +202,243 @@ pub(crate) async fn robots_for(
         job.job_id,
         digest(&origin)
     );
+    let fetch = || {
+        at_host(
+            app,
+            url,
+            Duration::from_secs(15),
+            fetch_robots(&app.fetcher, url),
+        )
+    };
+    let (file, fetched) = shared_robots(&*app.gates, &*app.blobs, &*app.clock, &key, fetch).await?;
+    if fetched {
+        logs.push(NewLog::info(file.rules().describe()).at(format!("{origin}/robots.txt")));
+    }
+    let robots = Arc::new(file.rules());
+    cache.insert(origin, robots.clone());
+    Ok(robots)
+}
+
+/// The robots record kept under `key`, or, when there is none yet, the one `fetch` gets:
+/// fetched by one process at a time under a leased gate, and read again once inside it (the
+/// holder before may have stored it between this process's read and its turn). `true` when
+/// this call fetched it.
+async fn shared_robots<F, Fut>(
+    gates: &dyn Gates,
+    blobs: &dyn BlobStore,
+    clock: &dyn Clock,
+    key: &str,
+    fetch: F,
+) -> StoreResult<(RobotsFile, bool)>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = StoreResult<RobotsFile>>,
+{
     let gate = format!("robots:{key}");
     let holder = ulid::Ulid::new().to_string();
     let mut pause = Duration::from_millis(50);
-    let started = tokio::time::Instant::now();
-    let file = loop {
-        // The record is shared for politeness only: when it cannot be read or written, this
-        // process goes on with what it fetched itself.
-        match app.blobs.get(&key).await {
-            Ok(Some(body)) => match serde_json::from_slice::<RobotsFile>(&body) {
-                Ok(file) => break file,
-                Err(_) => tracing::warn!(key, "unreadable robots record; fetching again"),
-            },
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "robots record not readable"),
+    let started = Instant::now();
+    loop {
+        if let Some(file) = stored_robots(blobs, key).await {
+            return Ok((file, false));
         }
-        let until = app.clock.now() + chrono_of(ROBOTS_LEASE);
-        if let Some(place) = app.gates.enter(&gate, 1, &holder, until).await? {
-            let file = at_host(
-                app,
-                url,
-                Duration::from_secs(15),
-                fetch_robots(&app.fetcher, url),
-            )
-            .await?;
-            let body = serde_json::to_vec(&file).map_err(StoreError::new)?;
-            if let Err(e) = app.blobs.put(&key, Bytes::from(body)).await {
-                tracing::warn!(error = %e, "robots record not stored; other processes fetch it too");
+        let until = clock.now() + chrono_of(ROBOTS_LEASE);
+        if let Some(place) = gates.enter(&gate, 1, &holder, until).await? {
+            let outcome = match stored_robots(blobs, key).await {
+                Some(file) => Ok((file, false)),
+                None => fetch().await.map(|file| (file, true)),
+            };
+            if let Ok((file, true)) = &outcome {
+                store_robots(blobs, key, file).await;
             }
-            let _ = app.gates.leave(&gate, place, &holder).await;
-            logs.push(NewLog::info(file.rules().describe()).at(format!("{origin}/robots.txt")));
-            break file;
+            let _ = gates.leave(&gate, place, &holder).await;
+            return outcome;
         }
         if started.elapsed() > ROBOTS_LEASE * 2 {
             return Err(StoreError::transient("robots.txt is still being fetched"));
         }
         tokio::time::sleep(jitter(pause)).await;
         pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// The robots record under `key`. The record is shared for politeness only: when it cannot be
+/// read, the caller goes on as if there were none.
+async fn stored_robots(blobs: &dyn BlobStore, key: &str) -> Option<RobotsFile> {
+    match blobs.get(key).await {
+        Ok(Some(body)) => match serde_json::from_slice::<RobotsFile>(&body) {
+            Ok(file) => Some(file),
+            Err(_) => {
+                tracing::warn!(key, "unreadable robots record; fetching again");
+                None
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "robots record not readable");
+            None
+        }
+    }
+}
+
+/// Keeps `file` under `key` for the job's other processes; when it cannot, they fetch it too.
+async fn store_robots(blobs: &dyn BlobStore, key: &str, file: &RobotsFile) {
+    let stored = match serde_json::to_vec(file) {
+        Ok(body) => blobs.put(key, Bytes::from(body)).await,
+        Err(e) => Err(StoreError::new(e)),
     };
-    let robots = Arc::new(file.rules());
-    cache.insert(origin, robots.clone());
-    Ok(robots)
+    if let Err(e) = stored {
+        tracing::warn!(error = %e, "robots record not stored; other processes fetch it too");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::SystemClock;
+    use async_trait::async_trait;
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    /// One gate of one place, held by at most one holder; counts the places given back.
+    #[derive(Default)]
+    struct OnePlace {
+        holder: Mutex<Option<String>>,
+        left: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Gates for OnePlace {
+        async fn enter(
+            &self,
+            _: &str,
+            _: u32,
+            holder: &str,
+            _: DateTime<Utc>,
+        ) -> StoreResult<Option<u32>> {
+            let mut held = self.holder.lock().unwrap();
+            if held.is_some() {
+                return Ok(None);
+            }
+            *held = Some(holder.to_string());
+            Ok(Some(0))
+        }
+
+        async fn leave(&self, _: &str, _: u32, holder: &str) -> StoreResult<()> {
+            let mut held = self.holder.lock().unwrap();
+            if held.as_deref() == Some(holder) {
+                *held = None;
+                self.left.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        }
+
+        async fn book(
+            &self,
+            _: &str,
+            _: Duration,
+            now: DateTime<Utc>,
+        ) -> StoreResult<DateTime<Utc>> {
+            Ok(now)
+        }
+    }
+
+    /// Blobs in memory. `late` is stored by "another process" just after the first read
+    /// misses, as when that process finishes its fetch between this one's read and its turn.
+    #[derive(Default)]
+    struct Blobs {
+        kept: Mutex<HashMap<String, Bytes>>,
+        late: Mutex<Option<(String, Bytes)>>,
+    }
+
+    #[async_trait]
+    impl BlobStore for Blobs {
+        async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
+            self.kept.lock().unwrap().insert(key.to_string(), body);
+            Ok(())
+        }
+
+        async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {
+            let found = self.kept.lock().unwrap().get(key).cloned();
+            if let Some((k, body)) = self.late.lock().unwrap().take() {
+                self.kept.lock().unwrap().insert(k, body);
+            }
+            Ok(found)
+        }
+
+        async fn delete(&self, key: &str) -> StoreResult<()> {
+            self.kept.lock().unwrap().remove(key);
+            Ok(())
+        }
+    }
+
+    fn rules(body: &str) -> RobotsFile {
+        RobotsFile::Rules { body: body.into() }
+    }
+
+    #[tokio::test]
+    async fn a_record_stored_while_waiting_for_the_gate_is_not_fetched_again() {
+        let theirs = serde_json::to_vec(&rules("User-agent: *\nDisallow: /a")).unwrap();
+        let blobs = Blobs {
+            late: Mutex::new(Some(("k".into(), Bytes::from(theirs)))),
+            ..Blobs::default()
+        };
+        let gates = OnePlace::default();
+        let fetches = AtomicUsize::new(0);
+        let (file, fetched) = shared_robots(&gates, &blobs, &SystemClock, "k", || async {
+            fetches.fetch_add(1, Ordering::SeqCst);
+            Ok(rules("User-agent: *\nDisallow: /b"))
+        })
+        .await
+        .unwrap();
+        assert_eq!(fetches.load(Ordering::SeqCst), 0, "fetched a second time");
+        assert!(!fetched);
+        assert_eq!(file, rules("User-agent: *\nDisallow: /a"));
+        assert_eq!(
+            gates.left.load(Ordering::SeqCst),
+            1,
+            "the gate is given back"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_first_process_fetches_stores_and_gives_the_gate_back() {
+        let blobs = Blobs::default();
+        let gates = OnePlace::default();
+        let (file, fetched) = shared_robots(&gates, &blobs, &SystemClock, "k", || async {
+            Ok(RobotsFile::AllowAll)
+        })
+        .await
+        .unwrap();
+        assert!(fetched);
+        assert_eq!(file, RobotsFile::AllowAll);
+        assert_eq!(stored_robots(&blobs, "k").await, Some(RobotsFile::AllowAll));
+        assert_eq!(gates.left.load(Ordering::SeqCst), 1);
+
+        let (again, fetched) = shared_robots(&gates, &blobs, &SystemClock, "k", || async {
+            unreachable!("the record is kept")
+        })
+        .await
+        .unwrap();
+        assert!(!fetched);
+        assert_eq!(again, RobotsFile::AllowAll);
+    }
+
+    #[tokio::test]
+    async fn a_fetch_that_fails_gives_the_gate_back_and_stores_nothing() {
+        let blobs = Blobs::default();
+        let gates = OnePlace::default();
+        let out = shared_robots(&gates, &blobs, &SystemClock, "k", || async {
+            Err(StoreError::transient("no place at the host"))
+        })
+        .await;
+        assert!(out.is_err());
+        assert_eq!(
+            gates.left.load(Ordering::SeqCst),
+            1,
+            "the next process need not wait"
+        );
+        assert_eq!(stored_robots(&blobs, "k").await, None);
+    }
 }
