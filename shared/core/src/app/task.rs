@@ -157,11 +157,10 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
     let Some(job) = app.jobs.get_job(user, job_id).await? else {
         return Ok(Disposition::Ack);
     };
-    let Some(node) = app.jobs.get_node(user, job_id, &task.url).await? else {
-        return Ok(Disposition::Ack);
-    };
     if job.status.is_final() {
-        settle_cancelled(app, task, node.status).await?;
+        if let Some(node) = app.jobs.get_node(user, job_id, &task.url).await? {
+            settle_cancelled(app, task, node.status).await?;
+        }
         return Ok(Disposition::Ack);
     }
     let req = match JobRequest::of(&job) {
@@ -181,7 +180,25 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
             return Ok(Disposition::Ack);
         }
     };
-    if !node.status.is_pending() {
+    // The page is taken for this delivery; only when it cannot be is its node read, to tell a
+    // page another delivery is fetching from one already done.
+    let taken = app
+        .jobs
+        .start_node(
+            user,
+            job_id,
+            &task.url,
+            &ulid::Ulid::new().to_string(),
+            app.clock.now() + task_lease(app),
+        )
+        .await?;
+    if !taken {
+        let Some(node) = app.jobs.get_node(user, job_id, &task.url).await? else {
+            return Ok(Disposition::Ack);
+        };
+        if node.status.is_pending() {
+            return Ok(Disposition::Wait);
+        }
         // A duplicate of a finished task: only make sure the job's end was recorded, and that
         // its frontier moves on. A task received again may have lost its process after the
         // page was done: that process may have let pages go without queuing them, so those
@@ -218,19 +235,6 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         webhook::nudge(app, &job).await;
     }
 
-    if !app
-        .jobs
-        .start_node(
-            user,
-            job_id,
-            &task.url,
-            &ulid::Ulid::new().to_string(),
-            app.clock.now() + task_lease(app),
-        )
-        .await?
-    {
-        return Ok(Disposition::Wait);
-    }
     let per_task = match &req {
         JobRequest::Search(_) => search::CONCURRENCY,
         JobRequest::Map(_) => map::CONCURRENCY,
