@@ -9,6 +9,7 @@
 #
 #   bash bench/cost.sh              # 300 pages, 2 worker processes, 45 s idle
 #   PAGES=1000 WORKERS=4 bash bench/cost.sh
+#   BIN=./target/profiling/sarvcrawl bash bench/cost.sh   # a build of your own (made with --features aws)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAGES=${PAGES:-300}
@@ -27,11 +28,16 @@ trap cleanup EXIT
 
 source bench/site.sh
 source scripts/aws-emulator.sh >&2
-cargo build --release --locked --bin sarvcrawl --features aws >&2
+# BIN: another build to measure (a profiling build, say); by default this tree's release build.
+BIN=${BIN:-}
+if [ -z "$BIN" ]; then
+  cargo build --release --locked --bin sarvcrawl --features aws >&2
+  BIN=./target/release/sarvcrawl
+fi
 serve_site "$work/site" "$PAGES" "$work"
 
 # Resources are made on the emulator directly: only the service's own calls are counted.
-eval "$(./target/release/sarvcrawl aws bootstrap --prefix "cost$$" --template template.yaml)"
+eval "$("$BIN" aws bootstrap --prefix "cost$$" --template template.yaml)"
 proxy_port=$(free_port)
 .venv/bin/python bench/cost_proxy.py "$AWS_ENDPOINT_URL" "$proxy_port" 2>"$work/proxy.log" &
 pids+=($!)
@@ -41,7 +47,7 @@ key=bench-key-0123456789abcdef
 api_port=$(free_port)
 serve() {
   AWS_ENDPOINT_URL="http://127.0.0.1:$proxy_port" SARVCRAWL_API_KEYS="bench:$key" \
-    ./target/release/sarvcrawl serve --backend aws --allow-net 127.0.0.1/32 \
+    "$BIN" serve --backend aws --allow-net 127.0.0.1/32 \
     --addr "127.0.0.1:$api_port" "$@" 2>>"$work/serve.log" &
   pids+=($!)
 }

@@ -216,14 +216,15 @@ pub(crate) async fn fetch_page(
                 Some(j) if !j.status.is_final() && !rt.cancelled() => {}
                 _ => return Ok(Some(Step::Cancelled)),
             }
-            // Too late for the start booked (the check, the queue or the host's gate took
-            // long): a fetch now would come too close to the next one booked, so book again.
+            if let Some(at) = start {
+                until(app, at).await;
+            }
+            // Too late for the start booked (the check, the queue, the host's gate or a busy
+            // machine's wake-up took long): a fetch now would come too close to the next one
+            // booked, so book again. Checked after the sleep, which may itself end late.
             let late = start.is_some_and(|at| app.clock.now() - at > chrono_of(LATE));
             if late && !may_be_late {
                 return Ok(None);
-            }
-            if let Some(at) = start {
-                until(app, at).await;
             }
             Ok::<_, StoreError>(Some(Step::Done(if opts.render {
                 render(app, &url, opts, logs).await
