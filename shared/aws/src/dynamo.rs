@@ -171,9 +171,13 @@ impl JobStore for DynamoStore {
         // The lines go in a write of their own (a transaction's item costs twice a put's); the
         // job stands without them.
         if matches!(outcome, CreateOutcome::Created) {
-            if let Err(e) = self.add_logs(&job.user_id, &job.job_id, log).await {
-                tracing::warn!(error = %e, job = %job.job_id, "a new job's first log lines were lost");
-            }
+            self.add_logs_after(
+                &job.user_id,
+                &job.job_id,
+                log,
+                "a new job's first log lines",
+            )
+            .await;
         }
         Ok(outcome)
     }
@@ -298,9 +302,8 @@ impl JobStore for DynamoStore {
         let done = self.complete(&job_pk(user, job), url, outcome).await?;
         // As with a new job's: the lines are written after, and the page stands without them.
         if done.applied {
-            if let Err(e) = self.add_logs(user, job, &outcome.log).await {
-                tracing::warn!(error = %e, job = %job, "a page's log lines were lost");
-            }
+            self.add_logs_after(user, job, &outcome.log, "a page's log lines")
+                .await;
         }
         Ok(done)
     }

@@ -123,6 +123,20 @@ impl DynamoStore {
         })
     }
 
+    /// Writes lines that follow a write already made (a new job, a page's completion), which
+    /// stands without them: their loss is only logged, as `what` ("a page's log lines").
+    pub(crate) async fn add_logs_after(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        entries: &[NewLog],
+        what: &str,
+    ) {
+        if let Err(e) = self.add_logs(user, job, entries).await {
+            tracing::warn!(error = %e, job = %job, "{what} were lost");
+        }
+    }
+
     /// [`JobStore::append_logs`](sarvcrawl_core::ports::JobStore::append_logs): the entries
     /// (with those of the job's other tasks written at the same moment in this process) in as
     /// few items as they fit, each numbered from the time (see [`Numbers`]).
