@@ -84,10 +84,14 @@ impl Clients {
     /// stores made safe to repeat: conditional, idempotent, or carrying a client token. HTTPS
     /// is rustls with the ring provider.
     pub async fn load(loader: aws_config::ConfigLoader) -> Self {
+        Self::load_with(loader, &Timeouts::DEPLOYED).await
+    }
+
+    async fn load_with(loader: aws_config::ConfigLoader, limits: &Timeouts) -> Self {
         let timeouts = aws_config::timeout::TimeoutConfig::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .operation_attempt_timeout(Duration::from_secs(20))
-            .operation_timeout(Duration::from_secs(60))
+            .connect_timeout(limits.connect)
+            .operation_attempt_timeout(limits.attempt)
+            .operation_timeout(limits.operation)
             .build();
         let retries = aws_config::retry::RetryConfig::standard()
             .with_max_attempts(ATTEMPTS)
@@ -109,9 +113,22 @@ impl Clients {
         let s3_config = aws_sdk_s3::config::Builder::from(&config)
             .force_path_style(overridden)
             .build();
+        // DynamoDB's and SQS's answers are read whole within the call, which the attempt
+        // timeout bounds: the SDK's watch for stalled streams (a timer polled along every
+        // body) is left to S3, whose documents are streamed.
+        let dynamo_config = aws_sdk_dynamodb::config::Builder::from(&config)
+            .stalled_stream_protection(
+                aws_sdk_dynamodb::config::StalledStreamProtectionConfig::disabled(),
+            )
+            .build();
+        let sqs_config = aws_sdk_sqs::config::Builder::from(&config)
+            .stalled_stream_protection(
+                aws_sdk_sqs::config::StalledStreamProtectionConfig::disabled(),
+            )
+            .build();
         Clients {
-            dynamo: aws_sdk_dynamodb::Client::new(&config),
-            sqs: aws_sdk_sqs::Client::new(&config),
+            dynamo: aws_sdk_dynamodb::Client::from_conf(dynamo_config),
+            sqs: aws_sdk_sqs::Client::from_conf(sqs_config),
             s3: aws_sdk_s3::Client::from_conf(s3_config),
         }
     }
@@ -119,6 +136,22 @@ impl Clients {
 
 /// Tries of one AWS call (the first included) before its failure is reported.
 pub const ATTEMPTS: u32 = 6;
+
+/// How long an AWS call may take: to connect, per try (the answer's body read whole
+/// included), and in all.
+struct Timeouts {
+    connect: Duration,
+    attempt: Duration,
+    operation: Duration,
+}
+
+impl Timeouts {
+    const DEPLOYED: Timeouts = Timeouts {
+        connect: Duration::from_secs(5),
+        attempt: Duration::from_secs(20),
+        operation: Duration::from_secs(60),
+    };
+}
 
 /// The adapters of one deployment.
 pub struct Aws {
@@ -144,5 +177,54 @@ impl Aws {
             blobs: Arc::new(S3Blobs::new(clients.s3.clone(), &names.bucket)),
             keys: KeyStore::new(clients.dynamo.clone(), &names.table),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A DynamoDB answer whose body stops halfway fails with the try's timeout: the clients
+    /// go without the SDK's stalled-stream watch, so nothing else would end the call.
+    #[tokio::test]
+    async fn an_answer_that_stalls_halfway_fails_within_the_timeouts() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = conn.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\n\
+                            content-length: 1000\r\n\r\n{\"Item\": {";
+                let _ = conn.write_all(head.as_bytes()).await;
+                open.push(conn);
+            }
+        });
+        let loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(format!("http://{addr}"))
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "id", "secret", None, None, "test",
+            ));
+        let limits = Timeouts {
+            connect: Duration::from_secs(1),
+            attempt: Duration::from_millis(200),
+            operation: Duration::from_secs(2),
+        };
+        let clients = Clients::load_with(loader, &limits).await;
+        let call = clients
+            .dynamo
+            .get_item()
+            .table_name("t")
+            .key("PK", AttributeValue::S("k".into()))
+            .send();
+        let answer = tokio::time::timeout(Duration::from_secs(10), call).await;
+        assert!(
+            matches!(answer, Ok(Err(_))),
+            "a stalled answer must fail within the call's timeouts"
+        );
     }
 }
