@@ -72,13 +72,7 @@ if [ -n "${LOAD:-}" ]; then
   python3 bench/load.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001 "http://127.0.0.1:$port/" "$LOAD" > "$work/load.txt" &
   load_pid=$!
 fi
-while :; do
-  status=$(curl -fs -H "$auth" "127.0.0.1:$api_port/api/jobs/$job")
-  case "$(echo "$status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" in
-    completed|failed|cancelled) break ;;
-  esac
-  sleep 0.2
-done
+status=$(python3 bench/wait.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001)
 cpu1=$(cpu)
 [ -z "$load_pid" ] || wait "$load_pid"
 # DUMP=FILE: every document of the crawl into FILE (to compare two builds' output).

@@ -1,11 +1,12 @@
 //! The SQLite database: schema, pragmas, checkpoints, and running statements off the async
 //! runtime.
 
-use crate::turns::WriterTurns;
-use rusqlite::Connection;
+use crate::writer::{failure, Write, Writer};
+use rusqlite::{Connection, Transaction};
 use sarvcrawl_core::engine::pool::lowered;
 use sarvcrawl_core::ports::{StoreError, StoreResult};
-use sarvcrawl_core::stages;
+use sarvcrawl_core::stages::{self, Stage};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -158,7 +159,8 @@ fn sqlite(e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// One writer connection and one reader connection (WAL lets reads run beside writes).
+/// One writer connection (on a thread of its own) and one reader connection (WAL lets reads
+/// run beside writes).
 pub(crate) struct Db {
     writer: Arc<Writer>,
     reader: Mutex<Connection>,
@@ -166,18 +168,58 @@ pub(crate) struct Db {
     _checkpoints: Option<mpsc::Sender<()>>,
 }
 
-/// The one writer connection and the turns at it.
-struct Writer {
-    conn: Mutex<Connection>,
-    turns: WriterTurns,
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.writer.close();
+    }
 }
 
-impl Writer {
-    /// Runs `f` on the connection in its turn: before the background's when `first`.
-    fn run<T>(&self, first: bool, f: impl FnOnce(&mut Connection) -> T) -> T {
-        let _turn = self.turns.enter(first);
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut conn)
+/// A write of [`Db::write`] waiting for the writer thread, and where its answer goes.
+struct Pending<T, F> {
+    f: Option<F>,
+    stage: Option<Stage>,
+    out: Option<rusqlite::Result<T>>,
+    reply: Box<dyn FnOnce(rusqlite::Result<T>) + Send>,
+}
+
+impl<T, F> Write for Pending<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Transaction) -> rusqlite::Result<T> + Send + 'static,
+{
+    fn run(&mut self, tx: &Transaction) -> bool {
+        let Some(f) = self.f.take() else {
+            return false;
+        };
+        let _in = stages::enter(self.stage);
+        let out = catch_unwind(AssertUnwindSafe(|| f(tx)))
+            .unwrap_or_else(|_| Err(failure("a write of the database panicked")));
+        let kept = out.is_ok();
+        self.out = Some(out);
+        kept
+    }
+
+    fn end(self: Box<Self>, group: Option<&rusqlite::Error>) {
+        let out = match (group, self.out) {
+            (Some(rusqlite::Error::SqliteFailure(code, message)), _) => {
+                Err(rusqlite::Error::SqliteFailure(*code, message.clone()))
+            }
+            (Some(other), _) => Err(failure(other.to_string())),
+            (None, Some(out)) => out,
+            (None, None) => Err(failure("a write of the database did not run")),
+        };
+        (self.reply)(out);
+    }
+}
+
+impl<T, F> Pending<T, F> {
+    fn new(f: F, reply: impl FnOnce(rusqlite::Result<T>) + Send + 'static) -> Box<Self> {
+        Box::new(Pending {
+            f: Some(f),
+            stage: stages::current(),
+            out: None,
+            reply: Box::new(reply),
+        })
     }
 }
 
@@ -222,7 +264,7 @@ const RESTART_AFTER: i64 = 4_096;
 const RESTART_WAIT: Duration = Duration::from_millis(100);
 
 /// Starts the thread that checkpoints the WAL on `conn` every [`CHECKPOINT_EVERY`], passively
-/// (beside the writer, never holding it up) and on the writer's connection in its turn once the
+/// (beside the writer, never holding it up), and asks the writer thread to [`restart`] once the
 /// WAL is [`RESTART_AFTER`] long, until the returned sender is dropped. None when the system
 /// refuses the thread: the writer then checkpoints as SQLite does by default.
 fn checkpoints(conn: Connection, writer: Arc<Writer>) -> Option<mpsc::Sender<()>> {
@@ -246,23 +288,28 @@ fn checkpoints(conn: Connection, writer: Arc<Writer>) -> Option<mpsc::Sender<()>
     }
 }
 
+/// The WAL's length in pages after a checkpoint of `mode` on `conn`.
+fn wal_pages(mode: &str, conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+        r.get::<_, i64>(1)
+    })
+}
+
 /// One round of [`checkpoints`].
 fn checkpoint(conn: &Connection, writer: &Writer) -> rusqlite::Result<()> {
-    let wal_pages = |mode: &str, c: &Connection| {
-        c.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-            r.get::<_, i64>(1)
-        })
-    };
-    if wal_pages("PASSIVE", conn)? < RESTART_AFTER {
-        return Ok(());
+    if wal_pages("PASSIVE", conn)? >= RESTART_AFTER {
+        writer.ask_restart();
     }
-    // In the first lane: a writer of the API's that never paused would otherwise keep it out.
-    writer.run(true, |w| {
-        w.busy_timeout(RESTART_WAIT)?;
-        let restarted = wal_pages("RESTART", w);
-        w.busy_timeout(BUSY_TIMEOUT)?;
-        restarted.map(drop)
-    })
+    Ok(())
+}
+
+/// Copies the rest of the WAL back and starts it over, on the writer's connection between two
+/// of its transactions (so no write can add to the WAL meanwhile).
+fn restart(writer: &Connection) -> rusqlite::Result<()> {
+    writer.busy_timeout(RESTART_WAIT)?;
+    let restarted = wal_pages("RESTART", writer);
+    writer.busy_timeout(BUSY_TIMEOUT)?;
+    restarted.map(drop)
 }
 
 impl Db {
@@ -273,42 +320,34 @@ impl Db {
         // the fsyncs that takes, tens of milliseconds on a busy disk) is the checkpoints'
         // thread's work, and a write waits behind it only while the WAL starts over.
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
-        let writer = Arc::new(Writer {
-            conn: Mutex::new(writer),
-            turns: WriterTurns::default(),
-        });
-        let checkpoints = checkpoints(connect(path)?, writer.clone());
-        if checkpoints.is_none() {
-            writer.run(true, |w| w.pragma_update(None, "wal_autocheckpoint", 1000))?;
-        }
-        Ok(Db {
+        let (checkpointer, reader) = (connect(path)?, connect(path)?);
+        let writer = Writer::start(writer, restart).map_err(io_error)?;
+        let db = Db {
+            _checkpoints: checkpoints(checkpointer, writer.clone()),
             writer,
-            reader: Mutex::new(connect(path)?),
-            _checkpoints: checkpoints,
-        })
+            reader: Mutex::new(reader),
+        };
+        if db._checkpoints.is_none() {
+            db.write_now(|c| c.pragma_update(None, "wal_autocheckpoint", 1000))?;
+        }
+        Ok(db)
     }
 
-    /// Runs `f` in one IMMEDIATE transaction on the writer, off the async runtime; a caller at
-    /// the API's priority (not [`lowered`]) has its turn before the background's.
+    /// Runs `f` on the writer thread, in an IMMEDIATE transaction that it may share with other
+    /// writes (in a savepoint of its own: when `f` fails, only its changes are undone); a caller
+    /// at the API's priority (not [`lowered`]) goes before the background's waiting writes.
+    /// The answer comes once the transaction is committed.
     pub(crate) async fn write<T, F>(self: &Arc<Self>, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&Transaction) -> rusqlite::Result<T> + Send + 'static,
     {
-        let (db, stage, first) = (self.clone(), stages::current(), !lowered());
-        tokio::task::spawn_blocking(move || {
-            let _in = stages::enter(stage);
-            db.writer.run(first, |conn| {
-                let tx =
-                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                let out = f(&tx)?;
-                tx.commit()?;
-                Ok(out)
-            })
-        })
-        .await
-        .map_err(StoreError::new)?
-        .map_err(sqlite)
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let write = Pending::new(f, move |out| {
+            let _ = reply.send(out);
+        });
+        self.writer.submit(!lowered(), write);
+        answer.await.map_err(StoreError::new)?.map_err(sqlite)
     }
 
     /// Runs `f` on the reader, off the async runtime.
@@ -328,13 +367,26 @@ impl Db {
         .map_err(sqlite)
     }
 
-    /// Runs `f` on the writer connection outside the runtime (start-up work).
-    pub(crate) fn write_now<T>(
+    /// Runs `f` in a transaction of the writer, waiting for it outside the runtime (start-up
+    /// work).
+    pub(crate) fn write_now<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        f: impl FnOnce(&Transaction) -> rusqlite::Result<T> + Send + 'static,
     ) -> rusqlite::Result<T> {
-        self.writer.run(true, |conn| f(conn))
+        let (reply, answer) = mpsc::channel();
+        let write = Pending::new(f, move |out| {
+            let _ = reply.send(out);
+        });
+        self.writer.submit(true, write);
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(failure("the database's writer stopped")))
     }
+}
+
+/// A thread the system refused, as a SQLite error of opening the database.
+fn io_error(e: std::io::Error) -> rusqlite::Error {
+    failure(format!("cannot start the database's writer: {e}"))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ mod monitors;
 mod queue;
 mod signing;
 mod store;
-mod turns;
+mod writer;
 
 pub use blobs::FsBlobs;
 pub use queue::SqliteQueue;
