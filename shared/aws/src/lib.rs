@@ -186,8 +186,9 @@ mod tests {
     use aws_sdk_dynamodb::types::AttributeValue;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A DynamoDB answer whose body stops halfway fails with the try's timeout: the clients
-    /// go without the SDK's stalled-stream watch, so nothing else would end the call.
+    /// A DynamoDB answer whose body stops halfway fails within the timeouts (a try's, then the
+    /// call's with its retries): the clients go without the SDK's stalled-stream watch, so
+    /// nothing else would end the call.
     #[tokio::test]
     async fn an_answer_that_stalls_halfway_fails_within_the_timeouts() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -393,6 +393,43 @@ fn io_error(e: std::io::Error) -> rusqlite::Error {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_write_that_panics_fails_alone_and_the_writer_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Db::open(&dir.path().join("t.db")).unwrap());
+        let log = |message: &'static str| {
+            move |tx: &Transaction| {
+                exec(
+                    tx,
+                    "INSERT INTO logs (job_id, at, level, message) VALUES ('j', '', 'info', ?1)",
+                    [message],
+                )?;
+                if message == "panics" {
+                    panic!("a bug in a write");
+                }
+                Ok(())
+            }
+        };
+        let (kept, panicked, after) = tokio::join!(
+            db.write(log("kept")),
+            db.write(log("panics")),
+            db.write(log("after")),
+        );
+        kept.unwrap();
+        after.unwrap();
+        let error = panicked.unwrap_err();
+        assert!(!error.is_retryable(), "{error}");
+        let messages: Vec<String> = db
+            .read(|c| {
+                c.prepare("SELECT message FROM logs ORDER BY seq")?
+                    .query_map([], |r| r.get(0))?
+                    .collect()
+            })
+            .await
+            .unwrap();
+        assert_eq!(messages, ["kept", "after"]);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_wal_starts_over_while_writes_go_on_and_nothing_is_lost() {
         let dir = tempfile::tempdir().unwrap();
