@@ -4,7 +4,7 @@
 //!
 //! The thread keeps the priority of the thread that opened the database (the API's), so a
 //! background write that holds the writer is never the one a busy machine leaves waiting for a
-//! core while a submit waits behind it, and no write waits for a thread to be woken from a pool.
+//! core while a submit waits behind it.
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::collections::VecDeque;
@@ -44,7 +44,8 @@ struct Lanes {
 }
 
 impl Lanes {
-    /// The next write: the first lane's before the other's (only the first lane's when `first_only`).
+    /// The next write: the first lane's before the other's (only the first lane's when
+    /// `first_only`).
     fn pop(&mut self, first_only: bool) -> Option<(bool, Box<dyn Write>)> {
         if let Some(w) = self.first.pop_front() {
             return Some((true, w));
@@ -110,6 +111,8 @@ impl Writer {
 
     /// Asks for the WAL to be started over before the next group.
     pub(crate) fn ask_restart(&self) {
+        // Under the lanes' lock, so the thread cannot miss it between its look and its wait.
+        let _lanes = self.lanes();
         self.restart.store(true, Ordering::Relaxed);
         self.arrived.notify_one();
     }
