@@ -165,7 +165,7 @@ pub(crate) struct Db {
     writer: Arc<Writer>,
     reader: Mutex<Connection>,
     /// Dropped with the database, which ends the checkpoints' thread.
-    _checkpoints: Option<mpsc::Sender<()>>,
+    checkpoints: Option<mpsc::Sender<()>>,
 }
 
 impl Drop for Db {
@@ -323,11 +323,11 @@ impl Db {
         let (checkpointer, reader) = (connect(path)?, connect(path)?);
         let writer = Writer::start(writer, restart).map_err(io_error)?;
         let db = Db {
-            _checkpoints: checkpoints(checkpointer, writer.clone()),
+            checkpoints: checkpoints(checkpointer, writer.clone()),
             writer,
             reader: Mutex::new(reader),
         };
-        if db._checkpoints.is_none() {
+        if db.checkpoints.is_none() {
             db.write_now(|c| c.pragma_update(None, "wal_autocheckpoint", 1000))?;
         }
         Ok(db)
@@ -337,7 +337,7 @@ impl Db {
     /// writes (in a savepoint of its own: when `f` fails, only its changes are undone); a caller
     /// at the API's priority (not [`lowered`]) goes before the background's waiting writes.
     /// The answer comes once the transaction is committed.
-    pub(crate) async fn write<T, F>(self: &Arc<Self>, f: F) -> StoreResult<T>
+    pub(crate) async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction) -> rusqlite::Result<T> + Send + 'static,
