@@ -18,7 +18,9 @@ use chromiumoxide::cdp::browser_protocol::network::{
     EventRequestWillBeSent, EventResponseReceived, Headers, ResourceType,
     SetBypassServiceWorkerParams,
 };
-use chromiumoxide::cdp::browser_protocol::page::{CaptureScreenshotFormat, FrameId, Viewport};
+use chromiumoxide::cdp::browser_protocol::page::{
+    CaptureScreenshotFormat, FrameId, StopLoadingParams, Viewport,
+};
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams,
 };
@@ -319,6 +321,11 @@ async fn load(
     if redirects > MAX_REDIRECTS {
         return Err(FetchError::TooManyRedirects(MAX_REDIRECTS));
     }
+    // The page is read as it stands: a navigation it started itself and that has not
+    // committed yet (a destination slow to answer) would hold the read until the job's deadline.
+    page.execute(StopLoadingParams::default())
+        .await
+        .map_err(cdp)?;
     let html = page.content().await.map_err(cdp)?;
     if html.len() > MAX_HTML {
         return Err(FetchError::TooLarge(MAX_HTML));

@@ -1,11 +1,13 @@
 //! The Chromium renderer on its own, against fixture pages on loopback: scripts run, the
-//! address guard sees every request of the browser, and browsers do not pile up.
+//! address guard sees every request of the browser, a page is read as it stands (a navigation
+//! it starts does not hold the read), and browsers do not pile up.
 
 use e2e::browser::{chromium, render};
 use e2e::fixture::{Route, Site, Tap};
 use sarvcrawl_core::engine::fetch::FetchError;
 use sarvcrawl_render::Chromium;
 use std::collections::HashMap;
+use std::time::Duration;
 
 async fn html(c: &Chromium, url: &str, wait_for: Option<&str>) -> (String, Vec<String>) {
     let r = render(c, url, wait_for).await;
@@ -56,5 +58,25 @@ async fn chromium_caps_redirects() {
     let r = render(&c, &site.url("/r1"), None).await;
     assert_eq!(r.page.unwrap_err(), FetchError::TooManyRedirects(5));
 
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_page_that_navigates_away_once_loaded_is_read_as_it_stands() {
+    // Once loaded the page heads for a destination that answers only after the render's
+    // deadline: the read does not wait for that navigation, the page is read as it stands.
+    let hop = "<p>Still here</p><script>addEventListener('load', () => { location.href = '/late'; })</script>";
+    let late = Route::Slow(
+        Duration::from_secs(60),
+        Box::new(Route::Html("late".into())),
+    );
+    let site = Site::start(HashMap::from([
+        ("/".to_string(), Route::Html(hop.into())),
+        ("/late".to_string(), late),
+    ]))
+    .await;
+    let c = chromium(2);
+    let (page, _) = html(&c, &site.url("/"), None).await;
+    assert!(page.contains("Still here"), "{page}");
     c.shutdown().await;
 }
