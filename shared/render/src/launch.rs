@@ -83,10 +83,17 @@ impl Drop for Process {
     }
 }
 
+/// How a profile directory's name starts; the id of the process that made it follows.
+const PROFILE_PREFIX: &str = "sarvcrawl-chromium-";
+
 /// Starts `executable` headless and waits for its DevTools endpoint.
 pub(crate) async fn launch(executable: &Path) -> std::io::Result<Process> {
-    let profile = std::env::temp_dir().join(format!(
-        "sarvcrawl-chromium-{}-{}",
+    let temp = std::env::temp_dir();
+    let sweep = temp.clone();
+    // Off the runtime's threads: a long-lived machine may have many to remove.
+    let _ = tokio::task::spawn_blocking(move || remove_stale_profiles(&sweep)).await;
+    let profile = temp.join(format!(
+        "{PROFILE_PREFIX}{}-{}",
         std::process::id(),
         ulid_like()
     ));
@@ -94,6 +101,9 @@ pub(crate) async fn launch(executable: &Path) -> std::io::Result<Process> {
     let mut cmd = Command::new(executable);
     cmd.args(FLAGS)
         .arg(format!("--user-data-dir={}", profile.display()))
+        // Chromium's own temporary files (its singleton socket's directory, shared memory)
+        // go in the profile, and so go with it.
+        .env("TMPDIR", &profile)
         .arg("about:blank")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -130,6 +140,33 @@ pub(crate) async fn launch(executable: &Path) -> std::io::Result<Process> {
         endpoint,
         profile,
     })
+}
+
+/// Removes the profile directories in `dir` of processes that no longer run: a process killed
+/// outright (SIGKILL, the OOM killer, a crash) never gets to remove its browser's profile, and a
+/// server restarted many times must not fill its disk with them.
+fn remove_stale_profiles(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let owner = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix(PROFILE_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok());
+        if owner.is_some_and(|pid| pid > 0 && !runs(pid)) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Whether a process with this id exists (signal 0 checks without sending anything).
+fn runs(pid: i32) -> bool {
+    // SAFETY: signal 0 delivers nothing; `pid` is positive, so it names one process.
+    let status = unsafe { libc::kill(pid, 0) };
+    status == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// A unique suffix for a profile directory.

@@ -2,13 +2,19 @@
 //! pages the Chromium process count is what it was after the first 10, and the browser's memory
 //! has not grown with the pages); a killed browser is replaced; none outlives the renderer.
 //! Only this renderer's browser and its children are counted (and killed): other tests of the
-//! suite run their own processes meanwhile.
+//! suite run their own processes meanwhile. A server's browsers leave no files behind either,
+//! even when the server is killed outright.
 
 use e2e::browser::{chromium, render};
 use e2e::fixture::{Route, Site};
 use e2e::procs::{footprint, kill, members};
+use e2e::Serve;
+use serde_json::json;
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
 
 /// The browser's process count (itself and its children) and their memory.
 fn browser(root: u32) -> (usize, u64) {
@@ -108,4 +114,67 @@ async fn chromium_leaves_nothing_behind_and_is_replaced_when_killed() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(gone(&last), "a browser process outlived the renderer");
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the server's temporary directory")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_browsers_leave_no_files_behind_even_when_it_is_killed() {
+    let site = Site::start(HashMap::from([(
+        "/".to_string(),
+        Route::Html("<html><body><p>Rendered here</p></body></html>".into()),
+    )]))
+    .await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let tmpdir = temp.path().to_string_lossy().into_owned();
+    let mut serve = Serve::with(&["--allow-net", "127.0.0.1/32"], &[("TMPDIR", &tmpdir)]);
+    let body = json!({"url": site.url("/"), "render": true});
+    let rendered = |job: &serde_json::Value| {
+        assert_eq!(job["status"], "completed", "{job}");
+        assert!(job["result"]["markdown"]
+            .as_str()
+            .is_some_and(|m| m.contains("Rendered here")));
+    };
+    let profiles = |dir: &Path| -> Vec<String> {
+        names(dir)
+            .into_iter()
+            .filter(|n| n.starts_with("sarvcrawl-chromium-"))
+            .collect()
+    };
+
+    let (_, job) = serve.api(None).run("scrape", &body, WAIT).await;
+    rendered(&job);
+    // The browser's own temporary files are inside its profile.
+    let first = profiles(temp.path());
+    assert_eq!(first.len(), 1, "{:?}", names(temp.path()));
+    assert!(
+        names(temp.path())
+            .iter()
+            .all(|n| !n.starts_with("org.chromium")),
+        "{:?}",
+        names(temp.path())
+    );
+
+    // Killed outright, the server leaves its browser's profile; the next browser started in
+    // that directory removes it.
+    serve.restart();
+    assert_eq!(profiles(temp.path()), first);
+    let (_, job) = serve.api(None).run("scrape", &body, WAIT).await;
+    rendered(&job);
+    let second = profiles(temp.path());
+    assert_eq!(second.len(), 1, "{:?}", names(temp.path()));
+    assert_ne!(second, first);
+
+    // Stopped as an operator stops it, the server removes its browser's files itself.
+    serve.restart_gracefully();
+    assert_eq!(names(temp.path()), Vec::<String>::new());
 }
