@@ -113,9 +113,11 @@ fn escapes(prev: Option<char>, c: char, rest: &str) -> bool {
 }
 
 /// Whether what follows an `&` reads as an entity or character reference (`lt;`, `#60;`,
-/// `#x3C;`).
+/// `#x3C;`). Only the next 33 bytes are looked at: a text of many `&` and no `;` would
+/// otherwise be searched to its end once for each.
 fn starts_entity(rest: &str) -> bool {
-    let Some(end) = rest.find(';').filter(|&e| e > 0 && e <= 32) else {
+    let window = &rest.as_bytes()[..rest.len().min(33)];
+    let Some(end) = window.iter().position(|&b| b == b';').filter(|&e| e > 0) else {
         return false;
     };
     let name = &rest[..end];

@@ -193,6 +193,27 @@ fn output_that_grows_faster_than_its_input_is_refused() {
 }
 
 #[test]
+fn ampersands_without_semicolons_take_linear_time() {
+    // 5 MB of `&amp;`: each `&` of the text is checked for an entity after it, which once
+    // searched the rest of the text for a `;` (past the 10 s the work may take; a release
+    // build took 9 s for half as many). Now about a second.
+    let n = 1_000_000;
+    let html = format!(
+        "<p>{}</p><p>a &amp;lt; b &amp;#60; c</p>",
+        "&amp;".repeat(n)
+    );
+    let e = on_pool(html, Duration::from_secs(10)).unwrap();
+    let md = e.markdown.unwrap();
+    assert!(md.starts_with(&"&".repeat(n)), "{}", &md[..40]);
+    // What would read as an entity is still escaped.
+    assert!(
+        md.ends_with("a \\&lt; b \\&#60; c"),
+        "{}",
+        &md[md.len() - 40..]
+    );
+}
+
+#[test]
 fn extraction_stops_at_its_deadline() {
     let html = format!(
         "<html><body>{}</body></html>",
