@@ -42,6 +42,9 @@ if [ "$BACKEND" = aws ]; then
   source scripts/aws-emulator.sh
   eval "$("$BIN" aws bootstrap --prefix "bench$$" --template template.yaml)"
   backend_args="--backend aws"
+  # The server reaches the emulator through nginx, which keeps its connections open as AWS does
+  # (KEEPALIVE=0: straight to the emulator, a new connection a call).
+  [ "${KEEPALIVE:-1}" = 0 ] || FRONT_UPSTREAM=$AWS_ENDPOINT_URL
 fi
 if [ "$SITE" = docs ]; then
   serve_docs "$work"
@@ -50,6 +53,7 @@ else
   serve_site "$work/site" "$PAGES" "$work"
 fi
 port=$site_port
+[ -z "${FRONT_UPSTREAM:-}" ] || export AWS_ENDPOINT_URL="http://127.0.0.1:$front_port"
 api_port=$(free_port)
 
 # Keys: the crawl's user, and one per user of the load.

@@ -6,6 +6,9 @@
 #                              tables and code blocks, 60 KB on average, from Debian's
 #                              python3.11-doc, downloaded once into target/bench-docs); sets
 #                              $site_port and $site_pages
+#   With FRONT_UPSTREAM set (an http://host:port), nginx also listens on $front_port and passes
+#   every request there over connections it keeps open to its clients (the emulator closes
+#   every connection after its answer; AWS keeps them open).
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -43,6 +46,12 @@ serve_dir() {
   local dir=$1 work=$2
   ensure_nginx
   site_port=$(free_port)
+  local front=
+  if [ -n "${FRONT_UPSTREAM:-}" ]; then
+    front_port=$(free_port)
+    front="server { listen 127.0.0.1:$front_port; keepalive_requests 1000000; client_max_body_size 0;
+    location / { proxy_pass $FRONT_UPSTREAM; proxy_set_header Host \$http_host; proxy_buffering off; } }"
+  fi
   cat > "$work/nginx.conf" <<CONF
 worker_processes 1;
 pid $work/nginx.pid;
@@ -54,6 +63,7 @@ http {
   client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
   uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
   server { listen 127.0.0.1:$site_port; root $dir; }
+  $front
 }
 CONF
   mkdir -p "$work/tmp"

@@ -37,7 +37,7 @@ pub(crate) use items::{conditional, get_item, get_n, get_s, job_pk, key, n, read
 
 use crate::errors::sdk;
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{KeysAndAttributes, Put};
+use aws_sdk_dynamodb::types::{KeysAndAttributes, Put, PutRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Utc};
 use items::build;
@@ -155,6 +155,38 @@ impl DynamoStore {
             }
         }
         Ok(found)
+    }
+
+    /// Writes `items` unconditionally, twenty-five to a request (a put of an item already
+    /// there replaces it).
+    pub(crate) async fn batch_put(&self, items: &[Item]) -> StoreResult<()> {
+        for chunk in items.chunks(25) {
+            let mut writes = Vec::with_capacity(chunk.len());
+            for item in chunk {
+                let put = build(PutRequest::builder().set_item(Some(item.clone())).build())?;
+                writes.push(WriteRequest::builder().put_request(put).build());
+            }
+            let mut tries = 0;
+            while !writes.is_empty() {
+                tries += 1;
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, writes)
+                    .send()
+                    .await
+                    .map_err(sdk)?;
+                writes = out
+                    .unprocessed_items
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .unwrap_or_default();
+                if !writes.is_empty() {
+                    back_off(tries, "batch write").await?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

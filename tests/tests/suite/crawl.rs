@@ -230,6 +230,60 @@ async fn max_depth_and_path_filters() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_page_of_many_external_links_records_each_once() {
+    // More skipped links than one batched write takes (25), found again by a second page.
+    const LINKS: usize = 60;
+    let links: String = (0..LINKS)
+        .map(|i| format!("<a href=\"https://example.org/{i}\">{i}</a>"))
+        .collect();
+    let routes: HashMap<String, Route> = [
+        ("/", format!("<a href=\"/again\">again</a>{links}")),
+        ("/again", links.clone()),
+    ]
+    .into_iter()
+    .map(|(p, html)| (p.to_string(), Route::Html(html)))
+    .collect();
+    let site = Site::start(routes).await;
+    let serve = Serve::start();
+    let api = serve.api(None);
+    let (id, job) = api
+        .run(
+            "crawl",
+            &json!({"url": site.url("/"), "use_sitemap": false}),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    let tree = api.get(&format!("/api/jobs/{id}/tree")).await.body;
+    let nodes = tree_nodes(&tree);
+    let skipped: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|n| n.status == "skipped" && n.reason.as_deref() == Some("external"))
+        .map(|n| n.url.as_str())
+        .collect();
+    let expected: BTreeSet<String> = (0..LINKS)
+        .map(|i| format!("https://example.org/{i}"))
+        .collect();
+    assert_eq!(
+        skipped,
+        expected.iter().map(String::as_str).collect(),
+        "every external link recorded as skipped"
+    );
+    assert_eq!(nodes.len(), LINKS + 2, "each URL once: {tree}");
+    let parents: BTreeSet<Option<&str>> = nodes
+        .iter()
+        .filter(|n| n.status == "skipped")
+        .map(|n| n.parent.as_deref())
+        .collect();
+    let root = site.url("/");
+    assert_eq!(
+        parents,
+        BTreeSet::from([Some(root.as_str())]),
+        "found first on the root"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn sitemaps_index_and_gzip_add_unlinked_pages() {
     let mut routes: HashMap<String, Route> = HashMap::new();
     // Sitemaps name absolute URLs on the fixture's port, known only once it listens.

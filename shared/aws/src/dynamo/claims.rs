@@ -33,8 +33,11 @@ pub(crate) struct Claims {
 const LEASE_KEPT_SECS: i64 = 24 * 60 * 60;
 /// How long one process may claim for a job before another takes over.
 const CLAIM_LEASE_SECS: i64 = 30;
-/// Skipped URLs recorded at once.
+/// Skipped URLs recorded at once by conditional puts.
 const SKIP_WRITES: usize = 16;
+/// How long after taking the claim gate its holder writes skipped URLs without a condition:
+/// well inside the gate's lease, so no other process can have recorded them meanwhile.
+const EXCLUSIVE_SECS: u64 = CLAIM_LEASE_SECS as u64 - 10;
 
 impl DynamoStore {
     /// [`JobStore::add_nodes`](sarvcrawl_core::ports::JobStore::add_nodes): the URLs neither
@@ -132,10 +135,11 @@ impl DynamoStore {
         let holder = ulid::Ulid::new().to_string();
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(10);
-        loop {
+        let exclusive_until = loop {
+            let entering = tokio::time::Instant::now();
             let until = self.clock.now() + chrono::Duration::seconds(CLAIM_LEASE_SECS);
             if self.enter(&gate, 1, &holder, until).await?.is_some() {
-                break;
+                break entering + Duration::from_secs(EXCLUSIVE_SECS);
             }
             if started.elapsed() > Duration::from_secs(CLAIM_LEASE_SECS as u64 * 2) {
                 return Err(StoreError::transient(
@@ -144,20 +148,22 @@ impl DynamoStore {
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(500));
-        }
-        let claimed = self.claim_rounds(pk, fresh, limit).await;
+        };
+        let claimed = self.claim_rounds(pk, fresh, limit, exclusive_until).await;
         if let Err(e) = self.leave(&gate, 0, &holder).await {
             tracing::warn!(error = %e, "the claim gate was not given back; its lease frees it");
         }
         claimed
     }
 
-    /// The claim itself, in rounds of one transaction each.
+    /// The claim itself, in rounds of one transaction each, by the holder of the job's claim
+    /// gate, which no other process holds before `exclusive_until`.
     async fn claim_rounds(
         &self,
         pk: &str,
         mut fresh: Vec<(&str, &NewNode)>,
         limit: u64,
+        exclusive_until: tokio::time::Instant,
     ) -> StoreResult<HashSet<String>> {
         // Read again, strongly consistent, now that no other process claims for the job: a
         // claim holding a URL claimed meanwhile fails as a whole.
@@ -254,7 +260,14 @@ impl DynamoStore {
                             })
                         })
                         .collect();
-                    self.record_skipped(skipped).await?;
+                    // Nodes are recorded only under the gate, and these were read absent
+                    // (consistently) under it: while it is surely still held, they go in
+                    // batches without conditions.
+                    if tokio::time::Instant::now() < exclusive_until {
+                        self.batch_put(&skipped).await?;
+                    } else {
+                        self.record_skipped(skipped).await?;
+                    }
                     self.known
                         .insert(pk, batch.iter().map(|(_, node, _)| url_digest(&node.url)));
                     claimed.extend(in_tx.iter().map(|node| node.url.clone()));

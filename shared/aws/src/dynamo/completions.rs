@@ -8,7 +8,7 @@ use super::items::{
 use super::DynamoStore;
 use crate::conflicts;
 use crate::errors::sdk;
-use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use sarvcrawl_core::ports::{Completion, NodeStatus, PageOutcome, StoreError, StoreResult};
 
 /// Most nodes one transaction completes (with the counters, DynamoDB's 100 actions).
@@ -206,32 +206,7 @@ impl DynamoStore {
                 results.push(result_item(pk, name, doc));
             }
         }
-        for chunk in results.chunks(25) {
-            let mut writes = Vec::with_capacity(chunk.len());
-            for item in chunk {
-                let put = build(PutRequest::builder().set_item(Some(item.clone())).build())?;
-                writes.push(WriteRequest::builder().put_request(put).build());
-            }
-            let mut tries = 0;
-            while !writes.is_empty() {
-                tries += 1;
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(&self.table, writes)
-                    .send()
-                    .await
-                    .map_err(sdk)?;
-                writes = out
-                    .unprocessed_items
-                    .unwrap_or_default()
-                    .remove(&self.table)
-                    .unwrap_or_default();
-                if !writes.is_empty() {
-                    super::back_off(tries, "batch write").await?;
-                }
-            }
-        }
+        self.batch_put(&results).await?;
         Ok(())
     }
 }
