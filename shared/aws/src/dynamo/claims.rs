@@ -263,10 +263,12 @@ impl DynamoStore {
                     // Nodes are recorded only under the gate, and these were read absent
                     // (consistently) under it: while it is surely still held, they go in
                     // batches without conditions.
-                    if tokio::time::Instant::now() < exclusive_until {
-                        self.batch_put(&skipped).await?;
-                    } else {
-                        self.record_skipped(skipped).await?;
+                    for chunk in skipped.chunks(25) {
+                        if tokio::time::Instant::now() < exclusive_until {
+                            self.batch_put(chunk).await?;
+                        } else {
+                            self.record_skipped(chunk.to_vec()).await?;
+                        }
                     }
                     self.known
                         .insert(pk, batch.iter().map(|(_, node, _)| url_digest(&node.url)));
