@@ -59,6 +59,8 @@ pub const SEQ_INDEX: &str = "BySeq";
 
 /// Tries of a batch whose items DynamoDB left unprocessed.
 const BATCH_TRIES: u32 = 8;
+/// Most items one `BatchWriteItem` takes (DynamoDB's limit).
+pub(crate) const BATCH_WRITE_MAX: usize = 25;
 
 /// DynamoDB-backed [`JobStore`].
 pub struct DynamoStore {
@@ -157,10 +159,10 @@ impl DynamoStore {
         Ok(found)
     }
 
-    /// Writes `items` unconditionally, twenty-five to a request (a put of an item already
-    /// there replaces it).
+    /// Writes `items` unconditionally, [`BATCH_WRITE_MAX`] to a request (a put of an item
+    /// already there replaces it).
     pub(crate) async fn batch_put(&self, items: &[Item]) -> StoreResult<()> {
-        for chunk in items.chunks(25) {
+        for chunk in items.chunks(BATCH_WRITE_MAX) {
             let mut writes = Vec::with_capacity(chunk.len());
             for item in chunk {
                 let put = build(PutRequest::builder().set_item(Some(item.clone())).build())?;

@@ -263,7 +263,7 @@ impl DynamoStore {
                     // Nodes are recorded only under the gate, and these were read absent
                     // (consistently) under it: while it is surely still held, they go in
                     // batches without conditions.
-                    for chunk in skipped.chunks(25) {
+                    for chunk in skipped.chunks(super::BATCH_WRITE_MAX) {
                         if tokio::time::Instant::now() < exclusive_until {
                             self.batch_put(chunk).await?;
                         } else {
