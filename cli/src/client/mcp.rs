@@ -171,11 +171,14 @@ fn tools() -> Vec<Tool> {
         ),
         tool(
             "extract",
-            "Structured data from a page as JSON: a schema of CSS selectors (base_selector, fields), or a prompt and/or a JSON Schema read by the deployment's language model where it has one.",
+            "Structured data from a page as JSON: a schema of CSS selectors (base_selector, fields), or a prompt and/or a JSON Schema read by the deployment's language model where it has one. A long answer is cut with a note: read on with the job_id and offset it gives (and no url).",
             object(
                 json!({"url": url, "schema": {"type": "object", "description": "Selectors ({\"base_selector\"?, \"fields\": [...]}) or a JSON Schema."},
-                       "prompt": {"type": "string"}, "render": {"type": "boolean"}}),
-                &["url"],
+                       "prompt": {"type": "string"}, "render": {"type": "boolean"},
+                       "job_id": {"type": "string", "description": "Instead of url: the extract job of a cut answer, read on from offset."},
+                       "offset": {"type": "integer", "minimum": 0, "description": "With job_id: the character to read on from."},
+                       "max_chars": {"type": "integer", "minimum": 100, "description": "Characters of JSON to answer at most (20000 by default)."}}),
+                &[],
             ),
         ),
     ]
@@ -486,19 +489,35 @@ impl Tools {
         ))
     }
 
+    /// Extracts from `url`, or with `job_id` shows an earlier extraction again (from `offset`,
+    /// to read on in a cut one).
     async fn extract(&self, args: &JsonObject) -> Result<String, String> {
-        let url = text_arg(args, "url")?;
-        let extract = pass(args, &["schema", "prompt"], json!({}));
-        let body = pass(
-            args,
-            &["render"],
-            json!({"url": url, "formats": ["json"], "extract": extract}),
-        );
-        let job = self.run("/api/scrape", body).await?;
+        let job = if args.contains_key("job_id") {
+            let id = text_arg(args, "job_id")?;
+            let path = format!("/api/jobs/{}", url_encode(&id));
+            let job = self.api.get(&path).await.map_err(said)?.body;
+            if job["status"] != "completed" {
+                return Err(format!("job {id} is {}", s(&job["status"])));
+            }
+            job
+        } else {
+            let url = text_arg(args, "url").map_err(|_| "url or job_id is required")?;
+            let extract = pass(args, &["schema", "prompt"], json!({}));
+            let body = pass(
+                args,
+                &["render"],
+                json!({"url": url, "formats": ["json"], "extract": extract}),
+            );
+            self.run("/api/scrape", body).await?
+        };
         let doc = self.document(&job).await?;
         let json = serde_json::to_string_pretty(&doc["json"]).unwrap_or_default();
-        let read_on = |_, _| "the value is too long to show whole".to_string();
-        Ok(window(&json, 0, MAX_CHARS, &read_on))
+        let job_id = json!(s(&job["job_id"]));
+        let read_on =
+            |end, _| format!("read on with extract {{\"job_id\": {job_id}, \"offset\": {end}}}");
+        let max = number_arg(args, "max_chars").unwrap_or(MAX_CHARS);
+        let offset = number_arg(args, "offset").unwrap_or(0);
+        Ok(window(&json, offset, max, &read_on))
     }
 }
 

@@ -123,6 +123,15 @@ def test_every_tool_answers(api, site):
         schema = {"fields": [{"name": "title", "selector": "h1", "type": "text"}]}
         extracted = text(await s.call_tool("extract", {"url": f"{site}/b", "schema": schema}))
         assert extracted == '{\n  "title": "Page B"\n}', extracted
+        # A long value is cut with a note whose extract call reads on where the cut was.
+        schema = {"fields": [{"name": "text", "selector": "p", "type": "text"}]}
+        whole = json.dumps({"text": ("word " * 1000).strip()}, indent=2)
+        cut = text(await s.call_tool("extract", {"url": f"{site}/long", "schema": schema, "max_chars": 600}))
+        tool, args = read_on(cut)
+        assert tool == "extract" and args["offset"] == 600 and set(args) == {"job_id", "offset"}, args
+        assert cut.startswith(whole[:600] + "\n\n[cut: characters 0-600 of"), cut[-200:]
+        rest = text(await s.call_tool(tool, {**args, "max_chars": 10000}))
+        assert whole[:600] + rest == whole, rest[-200:]
         # Without a model the deployment says so; the tool answers the API's error.
         refused = await s.call_tool("extract", {"url": f"{site}/b", "prompt": "the title"})
         assert refused.is_error and "EXTRACT_UNAVAILABLE" in refused.content[0].text
