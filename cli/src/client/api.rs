@@ -6,6 +6,13 @@ use super::Failure;
 use serde_json::Value;
 use std::time::Duration;
 
+/// The path of job `id`: the id as one path segment, whatever its text, so that it can name no
+/// other route (`x/../../health` stays an id, which is not found).
+pub fn job_path(id: &str) -> String {
+    let id: String = url::form_urlencoded::byte_serialize(id.as_bytes()).collect();
+    format!("/api/jobs/{id}")
+}
+
 /// How many times a submit is sent at most, and the pause before each retry.
 const SUBMIT_PAUSES: [Duration; 4] = [
     Duration::from_millis(500),

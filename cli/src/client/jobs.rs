@@ -1,7 +1,7 @@
 //! The commands that follow jobs: list them, show one, its log (`--follow`), its tree, its
 //! documents (`--out` writes one Markdown file each), and cancel one.
 
-use super::api::{Api, Body};
+use super::api::{job_path, Api, Body};
 use super::{s, Failure, Out};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -39,13 +39,13 @@ pub async fn list(
 }
 
 pub async fn status(api: &Api, out: &Out, id: &str) -> Result<(), Failure> {
-    let job = api.get(&format!("/api/jobs/{id}")).await?.body;
+    let job = api.get(&job_path(id)).await?.body;
     out.line(&job, || describe(&job));
     Ok(())
 }
 
 pub async fn tree(api: &Api, out: &Out, id: &str) -> Result<(), Failure> {
-    let tree = api.get(&format!("/api/jobs/{id}/tree")).await?.body;
+    let tree = api.get(&format!("{}/tree", job_path(id))).await?.body;
     if out.json {
         println!("{tree}");
     } else {
@@ -58,7 +58,7 @@ pub async fn tree(api: &Api, out: &Out, id: &str) -> Result<(), Failure> {
 }
 
 pub async fn cancel(api: &Api, out: &Out, id: &str) -> Result<(), Failure> {
-    let path = format!("/api/jobs/{id}/cancel");
+    let path = format!("{}/cancel", job_path(id));
     let r = api
         .send(reqwest::Method::DELETE, &path, &Body::None, None)
         .await?;
@@ -111,12 +111,13 @@ pub fn describe(job: &Value) -> String {
 }
 
 pub async fn logs(api: &Api, out: &Out, id: &str, follow: bool) -> Result<(), Failure> {
+    let jobs = job_path(id);
     let mut after: Option<u64> = None;
     let mut pause = Duration::from_millis(500);
     loop {
         let path = match after {
-            Some(a) => format!("/api/jobs/{id}/logs?limit=1000&after={a}"),
-            None => format!("/api/jobs/{id}/logs?limit=1000"),
+            Some(a) => format!("{jobs}/logs?limit=1000&after={a}"),
+            None => format!("{jobs}/logs?limit=1000"),
         };
         let r = api.get(&path).await?;
         let entries = r.body["entries"].as_array().cloned().unwrap_or_default();
@@ -141,16 +142,13 @@ pub async fn logs(api: &Api, out: &Out, id: &str, follow: bool) -> Result<(), Fa
         if !follow {
             return Ok(());
         }
-        let job = api.get(&format!("/api/jobs/{id}")).await?.body;
+        let job = api.get(&jobs).await?.body;
         if matches!(
             job["status"].as_str(),
             Some("completed" | "failed" | "cancelled")
         ) {
             // One more read catches entries written with the final status.
-            let path = format!(
-                "/api/jobs/{id}/logs?limit=1000&after={}",
-                after.unwrap_or(0)
-            );
+            let path = format!("{jobs}/logs?limit=1000&after={}", after.unwrap_or(0));
             for e in api.get(&path).await?.body["entries"]
                 .as_array()
                 .cloned()
@@ -201,13 +199,14 @@ pub async fn results(
         std::fs::create_dir_all(d)
             .map_err(|e| Failure::Other(format!("cannot create {}: {e}", d.display())))?;
     }
+    let jobs = job_path(id);
     let mut cursor: Option<String> = None;
     let mut names = HashSet::new();
     let mut screenshots = 0;
     loop {
         let path = match &cursor {
-            Some(c) => format!("/api/jobs/{id}/results?limit=100&cursor={c}"),
-            None => format!("/api/jobs/{id}/results?limit=100"),
+            Some(c) => format!("{jobs}/results?limit=100&cursor={c}"),
+            None => format!("{jobs}/results?limit=100"),
         };
         let r = api.get(&path).await?;
         for doc in r.body["data"].as_array().cloned().unwrap_or_default() {

@@ -4,7 +4,7 @@
 //! Answers are sized for a model's context: long Markdown is cut with a note saying how to read
 //! on (`crawl_results` with an `offset`, which reads any job's documents).
 
-use super::api::{Api, Body};
+use super::api::{job_path, Api, Body};
 use super::wait::{until_final, OnDeadline};
 use super::{s, Failure};
 use rmcp::model::{
@@ -301,7 +301,7 @@ impl Tools {
         let id = s(&job["job_id"]);
         let page = self
             .api
-            .get(&format!("/api/jobs/{id}/results?limit=1"))
+            .get(&format!("{}/results?limit=1", job_path(&id)))
             .await
             .map_err(said)?;
         Ok(page.body["data"][0].clone())
@@ -342,12 +342,7 @@ impl Tools {
 
     async fn status(&self, args: &JsonObject) -> Result<String, String> {
         let id = text_arg(args, "job_id")?;
-        let job = self
-            .api
-            .get(&format!("/api/jobs/{id}"))
-            .await
-            .map_err(said)?
-            .body;
+        let job = self.api.get(&job_path(&id)).await.map_err(said)?.body;
         let p = &job["progress"];
         let mut out = format!(
             "job {id} ({}) is {}: {} of {} pages done, {} failed, {} queued",
@@ -378,7 +373,7 @@ impl Tools {
         let max = number_arg(args, "max_chars").unwrap_or(MAX_CHARS);
         let offset = number_arg(args, "offset").unwrap_or(0);
         let cursor = args.get("cursor").and_then(Value::as_str);
-        let mut path = format!("/api/jobs/{id}/results?limit={limit}");
+        let mut path = format!("{}/results?limit={limit}", job_path(&id));
         if let Some(c) = cursor {
             path.push_str(&format!("&cursor={}", url_encode(c)));
         }
@@ -494,8 +489,7 @@ impl Tools {
     async fn extract(&self, args: &JsonObject) -> Result<String, String> {
         let job = if args.contains_key("job_id") {
             let id = text_arg(args, "job_id")?;
-            let path = format!("/api/jobs/{}", url_encode(&id));
-            let job = self.api.get(&path).await.map_err(said)?.body;
+            let job = self.api.get(&job_path(&id)).await.map_err(said)?.body;
             if job["status"] != "completed" {
                 return Err(format!("job {id} is {}", s(&job["status"])));
             }

@@ -2,7 +2,7 @@
 //! `Retry-After`; an overall deadline after which the job is cancelled or left; a progress bar
 //! for crawls on a terminal, plain lines otherwise.
 
-use super::api::{Api, Body};
+use super::api::{job_path, Api, Body};
 use super::Failure;
 use serde_json::Value;
 use std::io::IsTerminal;
@@ -46,7 +46,7 @@ pub async fn until_final(
                 if left.is_zero() {
                     bar.finish();
                     if on_deadline == OnDeadline::Cancel {
-                        let path = format!("/api/jobs/{id}/cancel");
+                        let path = format!("{}/cancel", job_path(id));
                         match api
                             .send(reqwest::Method::DELETE, &path, &Body::None, None)
                             .await
@@ -67,7 +67,7 @@ pub async fn until_final(
         if deadline.is_some_and(|d| started.elapsed() >= d) {
             continue;
         }
-        let reply = api.get(&format!("/api/jobs/{id}")).await?;
+        let reply = api.get(&job_path(id)).await?;
         let job = reply.body;
         bar.show(&job);
         if is_final(&job) {

@@ -158,6 +158,10 @@ async fn scrape_wait_prints_the_document_and_crawl_json_ends_with_the_job() {
     let r = cli(&serve.base, &["status", "job_01JD0000000000000000000000"]).await;
     assert_eq!(r.code, 6);
     assert!(r.stderr.contains("NOT_FOUND"), "{}", r.stderr);
+    // An id is one path segment, whatever its text: this one does not reach the health route.
+    let r = cli(&serve.base, &["status", "x/../../health"]).await;
+    assert_eq!(r.code, 6, "{}", r.stdout);
+    assert!(r.stderr.contains("NOT_FOUND"), "{}", r.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread")]
