@@ -2,7 +2,8 @@
 //! client of any SarvCrawl API. Tools: `scrape`, `crawl` (answers the job id at once, followed
 //! with `crawl_status` and `crawl_results`), `map`, `search`, `batch_scrape` and `extract`.
 //! Answers are sized for a model's context: long Markdown is cut with a note saying how to read
-//! on (`crawl_results` with an `offset`, which reads any job's documents).
+//! on (`crawl_results` with an `offset`, which reads any job's documents), and long JSON from
+//! `extract` the same way (`extract` with the job's id and an `offset`).
 
 use super::api::{job_path, Api, Body};
 use super::wait::{until_final, OnDeadline};
