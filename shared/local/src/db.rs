@@ -1,7 +1,7 @@
 //! The SQLite database: schema, pragmas, checkpoints, and running statements off the async
 //! runtime.
 
-use crate::writer::{failure, Write, Writer};
+use crate::writer::{failure, Write, Writer, LINGER};
 use rusqlite::{Connection, Transaction};
 use sarvcrawl_core::engine::pool::lowered;
 use sarvcrawl_core::ports::{StoreError, StoreResult};
@@ -66,8 +66,6 @@ CREATE TABLE IF NOT EXISTS nodes (
     holder TEXT,
     PRIMARY KEY (job_id, url)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS nodes_by_seq ON nodes (job_id, seq);
-CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes (job_id, parent, status);
 CREATE TABLE IF NOT EXISTS results (
     job_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -128,6 +126,31 @@ const MIGRATIONS: &[&str] = &[
      )",
     // Tokens a language model took to read a job's pages.
     "ALTER TABLE jobs ADD COLUMN extract_tokens INTEGER NOT NULL DEFAULT 0",
+    // Nodes kept in the order they were found: a crawl changes the nodes it has in flight, a
+    // few neighbouring ones, where keyed by URL each change rewrote a page of the table
+    // somewhere else (and the index by parent, which nothing read, on every change of status).
+    "CREATE TABLE nodes_in_order (
+         job_id TEXT NOT NULL,
+         seq INTEGER NOT NULL,
+         url TEXT NOT NULL,
+         parent TEXT,
+         depth INTEGER NOT NULL,
+         status TEXT NOT NULL,
+         status_code INTEGER,
+         reason TEXT,
+         lease_until INTEGER,
+         holder TEXT,
+         released INTEGER NOT NULL DEFAULT 1,
+         PRIMARY KEY (job_id, seq)
+     ) WITHOUT ROWID;
+     INSERT INTO nodes_in_order
+         SELECT job_id, seq, url, parent, depth, status, status_code, reason, lease_until, holder,
+                released
+         FROM nodes;
+     DROP TABLE nodes;
+     ALTER TABLE nodes_in_order RENAME TO nodes;
+     CREATE UNIQUE INDEX nodes_by_url ON nodes (job_id, url);
+     CREATE INDEX nodes_waiting ON nodes (job_id, seq) WHERE released = 0 AND status = 'queued'",
 ];
 
 /// Creates the schema and brings it up to date.
@@ -321,7 +344,7 @@ impl Db {
         // thread's work, and a write waits behind it only while the WAL starts over.
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
         let (checkpointer, reader) = (connect(path)?, connect(path)?);
-        let writer = Writer::start(writer, restart).map_err(io_error)?;
+        let writer = Writer::start(writer, restart, LINGER).map_err(io_error)?;
         let db = Db {
             checkpoints: checkpoints(checkpointer, writer.clone()),
             writer,

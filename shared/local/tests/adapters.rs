@@ -5,7 +5,9 @@
 
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{Job, JobKind, UserId};
-use sarvcrawl_core::ports::{BlobStore, Clock, SystemClock, Task, WorkQueue};
+use sarvcrawl_core::ports::{
+    BlobStore, Claim, Clock, JobStore, NewNode, SystemClock, Task, WorkQueue,
+};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -129,6 +131,91 @@ async fn a_database_of_the_first_schema_is_migrated() {
     local.queue.send(&[task]).await.unwrap();
     let got = local.queue.receive(1, Duration::ZERO).await.unwrap();
     assert_eq!(got[0].interrupted, 0);
+}
+
+/// The nodes table as it was up to schema version 4: keyed by URL, indexed by order and by
+/// parent (`released` came with version 2).
+const NODES_BY_URL: &str = "
+    CREATE TABLE nodes (
+        job_id TEXT NOT NULL, url TEXT NOT NULL, seq INTEGER NOT NULL, parent TEXT,
+        depth INTEGER NOT NULL, status TEXT NOT NULL, status_code INTEGER, reason TEXT,
+        lease_until INTEGER, holder TEXT, released INTEGER NOT NULL DEFAULT 1,
+        PRIMARY KEY (job_id, url)
+    ) WITHOUT ROWID;
+    CREATE INDEX nodes_by_seq ON nodes (job_id, seq);
+    CREATE INDEX nodes_by_parent ON nodes (job_id, parent, status);
+    CREATE INDEX nodes_waiting ON nodes (job_id, seq) WHERE released = 0 AND status = 'queued';";
+
+#[tokio::test]
+async fn a_crawl_stored_with_nodes_keyed_by_url_is_migrated_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (u, root) = (user("u"), "https://e.com/");
+    let job = crawl_job(&u);
+    let node = |url: &str| NewNode {
+        url: url.into(),
+        depth: 1,
+        skip: None,
+    };
+    let found = [node("https://e.com/b"), node("https://e.com/a")];
+    {
+        let local = open(dir.path(), Duration::from_secs(600)).unwrap();
+        let store = &local.store;
+        store
+            .create_job(&job, root, Claim::Free, &[])
+            .await
+            .unwrap();
+        store
+            .add_nodes(&u, &job.job_id, root, &found, 10)
+            .await
+            .unwrap();
+    }
+    // The same rows in the table of version 4.
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("sarvcrawl.db")).unwrap();
+        conn.execute_batch(&format!(
+            "BEGIN;
+             CREATE TABLE current AS SELECT job_id, url, seq, parent, depth, status,
+                 status_code, reason, lease_until, holder, released FROM nodes;
+             DROP TABLE nodes;
+             {NODES_BY_URL}
+             INSERT INTO nodes SELECT * FROM current;
+             DROP TABLE current;
+             PRAGMA user_version = 4;
+             COMMIT;"
+        ))
+        .unwrap();
+    }
+    let local = open(dir.path(), Duration::from_secs(600)).unwrap();
+    let store = &local.store;
+    let tree = store.tree(&u, &job.job_id, 10).await.unwrap();
+    let urls: Vec<&str> = tree.iter().map(|n| n.url.as_str()).collect();
+    assert_eq!(urls, [root, "https://e.com/b", "https://e.com/a"]);
+    // Still one node a URL: a known link is not claimed again, a new one is.
+    let more = [node("https://e.com/a"), node("https://e.com/c")];
+    let claimed = store
+        .add_nodes(&u, &job.job_id, root, &more, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed, [node("https://e.com/c")]);
+    // Waiting in the order found.
+    let next = store.advance(&u, &job.job_id, 10).await.unwrap();
+    let next: Vec<&str> = next.iter().map(|n| n.url.as_str()).collect();
+    assert_eq!(
+        next,
+        ["https://e.com/b", "https://e.com/a", "https://e.com/c"]
+    );
+    let conn = rusqlite::Connection::open(dir.path().join("sarvcrawl.db")).unwrap();
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_index_list('nodes') ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        indexes,
+        ["nodes_by_url", "nodes_waiting", "sqlite_autoindex_nodes_1"]
+    );
 }
 
 #[tokio::test]
