@@ -35,6 +35,11 @@ pub(crate) fn failure(message: impl Into<String>) -> rusqlite::Error {
 const GROUP_TIME: Duration = Duration::from_millis(4);
 /// The most writes one transaction holds.
 const GROUP_MAX: usize = 128;
+/// How long after a commit a group of only the background's writes waits for more before it
+/// commits: each commit writes out again every page its writes changed, and the background's
+/// share a few (the queue's, the job's, its logs'), so fewer, fuller commits write the WAL less.
+/// A group with a write of the API's commits at once; so does the first write after a pause.
+pub(crate) const LINGER: Duration = Duration::from_millis(1);
 
 #[derive(Default)]
 struct Lanes {
@@ -64,19 +69,24 @@ pub(crate) struct Writer {
     /// Asked for by the checkpoints' thread: copy the WAL back and start it over, holding the
     /// writer, before the next group.
     restart: AtomicBool,
+    /// [`LINGER`], or another wait in a test.
+    linger: Duration,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Writer {
-    /// Starts the writer thread on `conn`; `restart` copies the WAL back and starts it over.
+    /// Starts the writer thread on `conn`; `restart` copies the WAL back and starts it over;
+    /// `linger` is how long after a commit the background's writes wait for company.
     pub(crate) fn start(
         conn: Connection,
         restart: fn(&Connection) -> rusqlite::Result<()>,
+        linger: Duration,
     ) -> std::io::Result<Arc<Writer>> {
         let writer = Arc::new(Writer {
             lanes: Mutex::new(Lanes::default()),
             arrived: Condvar::new(),
             restart: AtomicBool::new(false),
+            linger,
             thread: Mutex::new(None),
         });
         let serving = writer.clone();
@@ -130,6 +140,7 @@ impl Writer {
     }
 
     fn serve(&self, mut conn: Connection, restart: fn(&Connection) -> rusqlite::Result<()>) {
+        let mut committed: Option<Instant> = None;
         loop {
             if self.restart.swap(false, Ordering::Relaxed) {
                 if let Err(e) = restart(&conn) {
@@ -152,7 +163,11 @@ impl Writer {
                 }
             };
             match next {
-                Some((first, write)) => self.group(&mut conn, first, write),
+                Some((first, write)) => {
+                    let linger = committed.map(|at| at + self.linger);
+                    self.group(&mut conn, first, write, linger);
+                    committed = Some(Instant::now());
+                }
                 None if self.restart.load(Ordering::Relaxed) => continue,
                 None => return,
             }
@@ -160,8 +175,15 @@ impl Writer {
     }
 
     /// One transaction: `write`, then more waiting writes (after one of the first lane, only
-    /// the first lane's), then the commit, then each caller learns how it ended.
-    fn group(&self, conn: &mut Connection, mut first: bool, write: Box<dyn Write>) {
+    /// the first lane's; before `linger`, those that arrive meanwhile too), then the commit,
+    /// then each caller learns how it ended.
+    fn group(
+        &self,
+        conn: &mut Connection,
+        mut first: bool,
+        write: Box<dyn Write>,
+        linger: Option<Instant>,
+    ) {
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => return write.end(Some(&e)),
@@ -182,7 +204,7 @@ impl Writer {
                 if ran.len() >= GROUP_MAX || (!first && started.elapsed() >= GROUP_TIME) {
                     break;
                 }
-                if let Some((from_first, write)) = self.lanes().pop(first) {
+                if let Some((from_first, write)) = self.more(first, linger) {
                     first |= from_first;
                     next = Some(write);
                 }
@@ -193,6 +215,26 @@ impl Writer {
         let group = outcome.as_ref().err();
         for write in ran {
             write.end(group);
+        }
+    }
+
+    /// The group's next write: one waiting, or, for a group of only the background's writes,
+    /// one that arrives before `linger` (none once the writer is asked to close or restart).
+    fn more(&self, first: bool, linger: Option<Instant>) -> Option<(bool, Box<dyn Write>)> {
+        let mut lanes = self.lanes();
+        loop {
+            if let Some(next) = lanes.pop(first) {
+                return Some(next);
+            }
+            let left = linger?.checked_duration_since(Instant::now())?;
+            if first || lanes.closed || self.restart.load(Ordering::Relaxed) {
+                return None;
+            }
+            lanes = self
+                .arrived
+                .wait_timeout(lanes, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 }
@@ -229,13 +271,13 @@ mod tests {
         Ok(())
     }
 
-    fn writer(dir: &tempfile::TempDir) -> (Arc<Writer>, Connection) {
+    fn writer(dir: &tempfile::TempDir, linger: Duration) -> (Arc<Writer>, Connection) {
         let path = dir.path().join("t.db");
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (n INTEGER)")
             .unwrap();
         (
-            Writer::start(conn, no_restart).unwrap(),
+            Writer::start(conn, no_restart, linger).unwrap(),
             Connection::open(&path).unwrap(),
         )
     }
@@ -251,7 +293,7 @@ mod tests {
     #[test]
     fn the_first_lane_goes_first_and_a_failed_write_undoes_only_itself() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, reader) = writer(&dir);
+        let (writer, reader) = writer(&dir, LINGER);
         let (ended, ends) = mpsc::channel();
         // The first write holds the writer until the others are waiting.
         let (started, has_started) = mpsc::channel();
@@ -279,9 +321,44 @@ mod tests {
     }
 
     #[test]
+    fn the_backgrounds_writes_wait_after_a_commit_for_more_and_the_apis_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, reader) = writer(&dir, Duration::from_secs(5));
+        let (ended, ends) = mpsc::channel();
+        let insert = |n| {
+            Box::new(Insert {
+                n,
+                fail: false,
+                ended: ended.clone(),
+                hold: None,
+            })
+        };
+        let soon = Duration::from_millis(2500);
+        // The first write after a pause commits at once.
+        let sent = Instant::now();
+        writer.submit(false, insert(1));
+        assert_eq!(ends.recv().unwrap(), (1, true));
+        assert!(sent.elapsed() < soon);
+        // The next, just after that commit, waits for company.
+        writer.submit(false, insert(2));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(ends.try_recv().is_err());
+        assert_eq!(rows(&reader), [1]);
+        // One of the API's ends the wait: the two commit together, at once.
+        let sent = Instant::now();
+        writer.submit(true, insert(3));
+        let mut got: Vec<(i64, bool)> = (0..2).map(|_| ends.recv().unwrap()).collect();
+        assert!(sent.elapsed() < soon);
+        got.sort();
+        assert_eq!(got, [(2, true), (3, true)]);
+        assert_eq!(rows(&reader), [1, 2, 3]);
+        writer.close();
+    }
+
+    #[test]
     fn what_waits_at_close_still_runs_and_later_writes_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, reader) = writer(&dir);
+        let (writer, reader) = writer(&dir, LINGER);
         let (ended, ends) = mpsc::channel();
         for n in 0..200 {
             writer.submit(
