@@ -9,8 +9,10 @@ use std::time::Duration;
 /// The path of job `id`: the id as one path segment, whatever its text, so that it can name no
 /// other route (`x/../../health` stays an id, which is not found).
 pub fn job_path(id: &str) -> String {
-    let id: String = url::form_urlencoded::byte_serialize(id.as_bytes()).collect();
-    format!("/api/jobs/{id}")
+    // Form encoding writes a space as `+`, which a path keeps as a literal `+`: spell it `%20`
+    // (a `+` of the id itself is already `%2B`).
+    let id = url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>();
+    format!("/api/jobs/{}", id.replace('+', "%20"))
 }
 
 /// How many times a submit is sent at most, and the pause before each retry.
@@ -235,5 +237,23 @@ impl Api {
                 _ => return r,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::job_path;
+
+    #[test]
+    fn a_job_id_is_one_path_segment_spelled_exactly() {
+        assert_eq!(job_path("job_01JD"), "/api/jobs/job_01JD");
+        assert_eq!(job_path("a b+c"), "/api/jobs/a%20b%2Bc");
+        assert_eq!(job_path("x/../../health"), "/api/jobs/x%2F..%2F..%2Fhealth");
+        // The URL a request is sent to keeps it as it is: one segment, the same id.
+        let url = url::Url::parse("http://127.0.0.1/").unwrap();
+        assert_eq!(
+            url.join(&job_path("a b")).unwrap().path(),
+            "/api/jobs/a%20b"
+        );
     }
 }
