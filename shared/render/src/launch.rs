@@ -74,12 +74,31 @@ impl Process {
     }
 }
 
+/// How long a dropped browser is given to end before its profile is removed regardless.
+const END: Duration = Duration::from_secs(2);
+/// Tries at removing a profile: a helper process the browser left (its zygote, a renderer)
+/// may still write into it until it notices its parent gone, and a removal that finds a new
+/// file fails.
+const REMOVE_TRIES: u32 = 10;
+
 impl Drop for Process {
     fn drop(&mut self) {
         if let Ok(c) = self.child.get_mut() {
-            let _ = c.start_kill();
+            if c.start_kill().is_ok() {
+                let until = std::time::Instant::now() + END;
+                while matches!(c.try_wait(), Ok(None)) && std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
         }
-        let _ = std::fs::remove_dir_all(&self.profile);
+        for _ in 0..REMOVE_TRIES {
+            match std::fs::remove_dir_all(&self.profile) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => break,
+            }
+        }
     }
 }
 
