@@ -379,6 +379,22 @@ pub trait JobStore: Send + Sync {
         log: &[NewLog],
     ) -> StoreResult<CreateOutcome>;
 
+    /// [`JobStore::create_job`] with the job's first `tasks` sent to the work queue in the same
+    /// write, for a store that shares its transactions with the queue (the embedded server's):
+    /// one write a submit, and never a job without its tasks. `None` from a store that cannot,
+    /// having written nothing: the caller creates the job, then sends the tasks.
+    async fn create_job_queued(
+        &self,
+        job: &Job,
+        root_url: &str,
+        claim: Claim,
+        log: &[NewLog],
+        tasks: &[Task],
+    ) -> StoreResult<Option<CreateOutcome>> {
+        let _ = (job, root_url, claim, log, tasks);
+        Ok(None)
+    }
+
     /// The job, if it exists and belongs to `user`.
     async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>>;
 

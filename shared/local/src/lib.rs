@@ -55,11 +55,15 @@ pub fn open(
         return Err(OpenError::Locked(dir.to_path_buf()));
     }
     let db = Arc::new(db::Db::open(&dir.join("sarvcrawl.db"))?);
-    let queue = SqliteQueue::new(db.clone(), visibility_timeout, clock.clone());
+    let queue = Arc::new(SqliteQueue::new(
+        db.clone(),
+        visibility_timeout,
+        clock.clone(),
+    ));
     queue.release_all()?;
     Ok(Local {
-        store: Arc::new(SqliteStore::new(db, clock)),
-        queue: Arc::new(queue),
+        store: Arc::new(SqliteStore::new(db, queue.clone(), clock)),
+        queue,
         blobs: Arc::new(FsBlobs::new(dir.join("documents"))),
         _lock: lock,
     })

@@ -3,7 +3,7 @@
 
 use crate::db::{exec, one_row, Db};
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{params, Connection};
 use sarvcrawl_core::ports::{Clock, Delivery, StoreResult, Task, WorkQueue};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +53,11 @@ impl SqliteQueue {
                 [],
             )
         })
+    }
+
+    /// Wakes the receivers waiting for a task: a write that added some has committed.
+    pub(crate) fn sent(&self) {
+        self.arrived.notify_waiters();
     }
 
     /// Tasks waiting or in flight.
@@ -109,6 +114,31 @@ impl SqliteQueue {
     }
 }
 
+/// Tasks as the queue keeps them, ready to be added in a write.
+pub(crate) struct Bodies(Vec<String>);
+
+impl Bodies {
+    pub(crate) fn of(tasks: &[Task]) -> StoreResult<Self> {
+        tasks
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()
+            .map(Bodies)
+            .map_err(sarvcrawl_core::ports::StoreError::new)
+    }
+
+    /// Adds the tasks to the queue in `tx`, to be delivered from `visible_at` (ms; 0: now).
+    /// [`SqliteQueue::sent`] wakes the receivers once `tx` has committed.
+    pub(crate) fn insert(&self, tx: &Connection, visible_at: i64) -> rusqlite::Result<()> {
+        let mut insert =
+            tx.prepare_cached("INSERT INTO queue (body, visible_at) VALUES (?1, ?2)")?;
+        for b in &self.0 {
+            insert.execute(params![b, visible_at])?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl WorkQueue for SqliteQueue {
     async fn send(&self, tasks: &[Task]) -> StoreResult<()> {
@@ -116,27 +146,16 @@ impl WorkQueue for SqliteQueue {
     }
 
     async fn send_later(&self, tasks: &[Task], delay: Duration) -> StoreResult<()> {
-        let bodies: Vec<String> = tasks
-            .iter()
-            .map(serde_json::to_string)
-            .collect::<Result<_, _>>()
-            .map_err(sarvcrawl_core::ports::StoreError::new)?;
+        let bodies = Bodies::of(tasks)?;
         let visible_at = if delay.is_zero() {
             0
         } else {
             self.now_ms() + delay.as_millis() as i64
         };
         self.db
-            .write(move |tx| {
-                let mut insert =
-                    tx.prepare_cached("INSERT INTO queue (body, visible_at) VALUES (?1, ?2)")?;
-                for b in &bodies {
-                    insert.execute(params![b, visible_at])?;
-                }
-                Ok(())
-            })
+            .write(move |tx| bodies.insert(tx, visible_at))
             .await?;
-        self.arrived.notify_waiters();
+        self.sent();
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! (slot, claim, count, final status) is settled by SQLite's single writer.
 
 use crate::db::{exec, one_row, Db};
+use crate::queue::{Bodies, SqliteQueue};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
@@ -10,13 +11,15 @@ use sarvcrawl_core::known::KnownUrls;
 use sarvcrawl_core::ports::{
     parse_stored_time, stored_time, ActiveJob, Claim, Clock, Completion, CreateOutcome, JobQuery,
     JobStore, LogEntry, LogLevel, NewLog, NewNode, NodeRow, NodeStatus, PageOutcome, ResultEntry,
-    ResultPage, SkipReason, StoreResult, MAX_NODES_PER_JOB,
+    ResultPage, SkipReason, StoreResult, Task, MAX_NODES_PER_JOB,
 };
 use std::sync::Arc;
 
 /// SQLite-backed [`JobStore`].
 pub struct SqliteStore {
     pub(crate) db: Arc<Db>,
+    /// The work queue on the same database, which a new job's first tasks join in its write.
+    queue: Arc<SqliteQueue>,
     /// The only source of "now" (leases, log times).
     clock: Arc<dyn Clock>,
     /// The URLs each job recorded, as far as this process has seen.
@@ -29,12 +32,101 @@ fn known_key(user: &UserId, job: &JobId) -> String {
 }
 
 impl SqliteStore {
-    pub(crate) fn new(db: Arc<Db>, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(db: Arc<Db>, queue: Arc<SqliteQueue>, clock: Arc<dyn Clock>) -> Self {
         SqliteStore {
             db,
+            queue,
             clock,
             known: KnownUrls::default(),
         }
+    }
+
+    /// Writes a new job (see [`JobStore::create_job`]) and, once it is created, `tasks` to the
+    /// queue in the same write.
+    async fn create(
+        &self,
+        job: &Job,
+        root_url: &str,
+        claim: Claim,
+        log: &[NewLog],
+        tasks: Option<Bodies>,
+    ) -> StoreResult<CreateOutcome> {
+        let job = job.clone();
+        let root = root_url.to_string();
+        let request = job.request.to_string();
+        let log = log.to_vec();
+        let at = stored_time(self.clock.now());
+        self.db
+            .write(move |tx| {
+                let user = job.user_id.as_str();
+                let now = job.created_at.timestamp_millis();
+                if let Claim::Active { max } = claim {
+                    // (The kinds that `JobKind::is_capped`.)
+                    // Writes are serialised, so counting here is as good as a counter.
+                    let active: Vec<String> = tx
+                        .prepare_cached(
+                            "SELECT job_id FROM jobs WHERE user_id = ?1 AND status IN ('queued', 'running')
+                             AND kind IN ('map', 'search', 'upload') ORDER BY job_id LIMIT ?2",
+                        )?
+                        .query_map(params![user, max], |r| r.get(0))?
+                        .collect::<Result<_, _>>()?;
+                    if active.len() >= max as usize {
+                        return Ok(CreateOutcome::SlotBusy {
+                            active_job_id: JobId(active.into_iter().next().unwrap_or_default()),
+                        });
+                    }
+                }
+                if let Claim::Slot(slot) = &claim {
+                    let kind = slot.kind.as_str();
+                    let holder: Option<(String, i64)> = one_row(
+                            tx,
+                            "SELECT s.job_id, s.lease_until FROM slots s JOIN jobs j ON j.job_id = s.job_id
+                             WHERE s.user_id = ?1 AND s.kind = ?2 AND j.status IN ('queued', 'running')",
+                            params![user, kind],
+                            |r| Ok((r.get(0)?, r.get(1)?)),
+                        )
+                        .optional()?;
+                    if let Some((active, lease_until)) = holder {
+                        if lease_until >= now {
+                            return Ok(CreateOutcome::SlotBusy {
+                                active_job_id: JobId(active),
+                            });
+                        }
+                    }
+                    exec(
+                        tx,
+                        "INSERT OR REPLACE INTO slots (user_id, kind, job_id, lease_until) VALUES (?1, ?2, ?3, ?4)",
+                        params![user, kind, job.job_id.as_str(), slot.lease_until.timestamp_millis()],
+                    )?;
+                }
+                exec(
+                    tx,
+                    "INSERT INTO jobs (job_id, user_id, kind, status, created_at, request, discovered,
+                       pending, nodes, in_flight, activity)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, 1, 1, 1, ?7)",
+                    params![
+                        job.job_id.as_str(),
+                        user,
+                        job.kind.as_str(),
+                        job.status.as_str(),
+                        stored_time(job.created_at),
+                        request,
+                        now
+                    ],
+                )?;
+                exec(
+                    tx,
+                    "INSERT INTO nodes (job_id, url, seq, parent, depth, status, released)
+                     VALUES (?1, ?2, 1, NULL, 0, 'queued', 1)",
+                    params![job.job_id.as_str(), root],
+                )?;
+                insert_logs(tx, job.job_id.as_str(), &at, &log)?;
+                if let Some(tasks) = &tasks {
+                    tasks.insert(tx, 0)?;
+                }
+                Ok(CreateOutcome::Created)
+            })
+            .await
     }
 
     pub(crate) fn now_ms(&self) -> i64 {
@@ -193,79 +285,23 @@ impl JobStore for SqliteStore {
         claim: Claim,
         log: &[NewLog],
     ) -> StoreResult<CreateOutcome> {
-        let job = job.clone();
-        let root = root_url.to_string();
-        let request = job.request.to_string();
-        let log = log.to_vec();
-        let at = stored_time(self.clock.now());
-        self.db
-            .write(move |tx| {
-                let user = job.user_id.as_str();
-                let now = job.created_at.timestamp_millis();
-                if let Claim::Active { max } = claim {
-                    // (The kinds that `JobKind::is_capped`.)
-                    // Writes are serialised, so counting here is as good as a counter.
-                    let active: Vec<String> = tx
-                        .prepare_cached(
-                            "SELECT job_id FROM jobs WHERE user_id = ?1 AND status IN ('queued', 'running')
-                             AND kind IN ('map', 'search', 'upload') ORDER BY job_id LIMIT ?2",
-                        )?
-                        .query_map(params![user, max], |r| r.get(0))?
-                        .collect::<Result<_, _>>()?;
-                    if active.len() >= max as usize {
-                        return Ok(CreateOutcome::SlotBusy {
-                            active_job_id: JobId(active.into_iter().next().unwrap_or_default()),
-                        });
-                    }
-                }
-                if let Claim::Slot(slot) = &claim {
-                    let kind = slot.kind.as_str();
-                    let holder: Option<(String, i64)> = one_row(
-                            tx,
-                            "SELECT s.job_id, s.lease_until FROM slots s JOIN jobs j ON j.job_id = s.job_id
-                             WHERE s.user_id = ?1 AND s.kind = ?2 AND j.status IN ('queued', 'running')",
-                            params![user, kind],
-                            |r| Ok((r.get(0)?, r.get(1)?)),
-                        )
-                        .optional()?;
-                    if let Some((active, lease_until)) = holder {
-                        if lease_until >= now {
-                            return Ok(CreateOutcome::SlotBusy {
-                                active_job_id: JobId(active),
-                            });
-                        }
-                    }
-                    exec(
-                        tx,
-                        "INSERT OR REPLACE INTO slots (user_id, kind, job_id, lease_until) VALUES (?1, ?2, ?3, ?4)",
-                        params![user, kind, job.job_id.as_str(), slot.lease_until.timestamp_millis()],
-                    )?;
-                }
-                exec(
-                    tx,
-                    "INSERT INTO jobs (job_id, user_id, kind, status, created_at, request, discovered,
-                       pending, nodes, in_flight, activity)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, 1, 1, 1, ?7)",
-                    params![
-                        job.job_id.as_str(),
-                        user,
-                        job.kind.as_str(),
-                        job.status.as_str(),
-                        stored_time(job.created_at),
-                        request,
-                        now
-                    ],
-                )?;
-                exec(
-                    tx,
-                    "INSERT INTO nodes (job_id, url, seq, parent, depth, status, released)
-                     VALUES (?1, ?2, 1, NULL, 0, 'queued', 1)",
-                    params![job.job_id.as_str(), root],
-                )?;
-                insert_logs(tx, job.job_id.as_str(), &at, &log)?;
-                Ok(CreateOutcome::Created)
-            })
-            .await
+        self.create(job, root_url, claim, log, None).await
+    }
+
+    async fn create_job_queued(
+        &self,
+        job: &Job,
+        root_url: &str,
+        claim: Claim,
+        log: &[NewLog],
+        tasks: &[Task],
+    ) -> StoreResult<Option<CreateOutcome>> {
+        let tasks = Bodies::of(tasks)?;
+        let outcome = self.create(job, root_url, claim, log, Some(tasks)).await?;
+        if outcome == CreateOutcome::Created {
+            self.queue.sent();
+        }
+        Ok(Some(outcome))
     }
 
     async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {

@@ -6,7 +6,8 @@
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{Job, JobKind, UserId};
 use sarvcrawl_core::ports::{
-    BlobStore, Claim, Clock, JobStore, NewNode, SystemClock, Task, WorkQueue,
+    BlobStore, Claim, Clock, CreateOutcome, JobStore, NewNode, SlotClaim, SystemClock, Task,
+    WorkQueue,
 };
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -76,6 +77,50 @@ async fn queue_redelivers_after_the_visibility_timeout_until_acked() {
     );
     q.ack(&second[0].receipt).await.unwrap();
     assert_eq!(q.depth().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_jobs_first_tasks_are_queued_in_its_own_write_and_a_refused_job_queues_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = open(dir.path(), Duration::from_secs(60)).unwrap();
+    let (store, q, u) = (&local.store, &local.queue, user("u"));
+    let slot = || {
+        Claim::Slot(SlotClaim {
+            kind: JobKind::Crawl,
+            lease_until: Utc::now() + chrono::Duration::minutes(15),
+        })
+    };
+    let job = crawl_job(&u);
+    let tasks = [
+        Task::new(&u, &job.job_id, "https://e.com/", 0, false),
+        Task::new(&u, &job.job_id, "https://e.com/", 0, true),
+    ];
+    let created = store
+        .create_job_queued(&job, "https://e.com/", slot(), &[], &tasks)
+        .await
+        .unwrap();
+    assert_eq!(created, Some(CreateOutcome::Created));
+    assert!(store.get_job(&u, &job.job_id).await.unwrap().is_some());
+    let got = q.receive(10, Duration::from_secs(3)).await.unwrap();
+    let got: Vec<Task> = got.into_iter().map(|d| d.task).collect();
+    assert_eq!(
+        got, tasks,
+        "the tasks, in order, once the job's write returns"
+    );
+
+    // The user's crawl slot is taken: nothing is written, no task either.
+    let refused = crawl_job(&u);
+    let again = [Task::new(&u, &refused.job_id, "https://e.com/", 0, false)];
+    let busy = store
+        .create_job_queued(&refused, "https://e.com/", slot(), &[], &again)
+        .await
+        .unwrap();
+    assert!(
+        matches!(busy, Some(CreateOutcome::SlotBusy { .. })),
+        "{busy:?}"
+    );
+    assert!(store.get_job(&u, &refused.job_id).await.unwrap().is_none());
+    assert_eq!(q.depth().await.unwrap(), 2, "only the first job's tasks");
 }
 
 #[tokio::test(flavor = "multi_thread")]

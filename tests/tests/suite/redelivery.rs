@@ -95,6 +95,12 @@ async fn crawl(
         .await
         .unwrap();
     let id: JobId = job.job_id;
+    if duplicate {
+        // The SQLite store queues a job's first task in the job's own write, past the wrapper:
+        // send the root's task again so that it too is delivered more than once.
+        let root = Task::new(&user, &id, site.url("/"), 0, false);
+        app.queue.send(&[root]).await.unwrap();
+    }
     let deadline = Instant::now() + Duration::from_secs(120);
     let job = loop {
         let j = app.jobs.get_job(&user, &id).await.unwrap().unwrap();

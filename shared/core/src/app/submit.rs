@@ -1,5 +1,6 @@
-//! Creating a job, for every kind: store the job with its claim (slot or cap) and root node in
-//! one write, queue its first task, log it. Each kind validates its own request first.
+//! Creating a job, for every kind: store the job with its claim (slot or cap), root node and
+//! first log line in one write, and queue its first task (in that same write where the store
+//! shares a transaction with the queue). Each kind validates its own request first.
 
 use super::{webhook, App, AppError};
 use crate::domain::validate::Problem;
@@ -114,38 +115,45 @@ pub(crate) async fn create(
     } else {
         Claim::Free
     };
-    // The job and its first log line in one write; its task goes to the queue after.
+    // The job, its first log line and, where the store can, its tasks in one write.
     let log = [NewLog::info(queued_line(kind, &root)).at(root.clone())];
-    match app.jobs.create_job(&job, &root, claim, &log).await? {
-        CreateOutcome::Created => {}
-        CreateOutcome::SlotBusy { active_job_id } => {
-            return Err(AppError::ConcurrencyLimit {
-                limit: if kind.has_own_slot() {
-                    kind.as_str()
-                } else {
-                    "jobs"
-                },
-                active_job_id,
-            })
-        }
-    }
     let mut tasks = vec![Task::new(&user, &job.job_id, root.clone(), 0, renders)];
     tasks.extend(webhook::first_run(&job));
-    if let Err(e) = app.queue.send(&tasks).await {
-        // Never leave a queued job that no task will ever run: fail it and free the slot.
-        let error = JobError::new(ErrorCode::Internal, "the job could not be queued");
-        let line = NewLog::warn(error.message.clone());
-        let _ = app.jobs.append_logs(&user, &job.job_id, &[line]).await;
-        app.jobs
-            .finish_job(
-                &user,
-                &job.job_id,
-                JobStatus::Failed,
-                Some(error),
-                app.clock.now(),
-            )
-            .await?;
-        return Err(AppError::Store(e));
+    let (outcome, queued) = match app
+        .jobs
+        .create_job_queued(&job, &root, claim.clone(), &log, &tasks)
+        .await?
+    {
+        Some(outcome) => (outcome, true),
+        None => (app.jobs.create_job(&job, &root, claim, &log).await?, false),
+    };
+    if let CreateOutcome::SlotBusy { active_job_id } = outcome {
+        return Err(AppError::ConcurrencyLimit {
+            limit: if kind.has_own_slot() {
+                kind.as_str()
+            } else {
+                "jobs"
+            },
+            active_job_id,
+        });
+    }
+    if !queued {
+        if let Err(e) = app.queue.send(&tasks).await {
+            // Never leave a queued job that no task will ever run: fail it and free the slot.
+            let error = JobError::new(ErrorCode::Internal, "the job could not be queued");
+            let line = NewLog::warn(error.message.clone());
+            let _ = app.jobs.append_logs(&user, &job.job_id, &[line]).await;
+            app.jobs
+                .finish_job(
+                    &user,
+                    &job.job_id,
+                    JobStatus::Failed,
+                    Some(error),
+                    app.clock.now(),
+                )
+                .await?;
+            return Err(AppError::Store(e));
+        }
     }
     Ok(job)
 }
