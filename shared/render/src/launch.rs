@@ -74,7 +74,8 @@ impl Process {
     }
 }
 
-/// How long a dropped browser is given to end before its profile is removed regardless.
+/// How long a dropped browser is given to end before its profile is removed regardless (a
+/// killed one ends in milliseconds; the thread that drops it waits that long).
 const END: Duration = Duration::from_secs(2);
 /// Tries at removing a profile: a helper process the browser left (its zygote, a renderer)
 /// may still write into it until it notices its parent gone, and a removal that finds a new
