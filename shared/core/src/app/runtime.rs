@@ -1,9 +1,10 @@
 //! Per-process working state of jobs: a cache of each job's robots rules (the store holds them
 //! for every process), and the concurrency of a job kind that fetches several pages within one
-//! task (map, search). The rules that must hold across processes (a job's pages in flight,
-//! its pacing, the cap per host) live in the store, not here.
+//! task (map, search), and running crawls as last read. The rules that must hold across
+//! processes (a job's pages in flight, its pacing, the cap per host, whether a job was
+//! cancelled) live in the store, not here.
 
-use crate::domain::JobId;
+use crate::domain::{Job, JobId, JobKind, JobStatus, UserId};
 use crate::engine::robots::Robots;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,10 +14,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Jobs kept before the cache is dropped wholesale (it refills on demand).
 const MAX_ENTRIES: usize = 10_000;
 
+/// Running crawls kept before that cache is dropped wholesale: each holds its request (up to
+/// the API's body limit), so few.
+const MAX_RUNNING: usize = 64;
+
 /// Working state shared by all workers of a process.
 #[derive(Default)]
 pub struct Runtime {
     jobs: Mutex<HashMap<JobId, Arc<JobRuntime>>>,
+    running: Mutex<HashMap<JobId, Arc<Job>>>,
 }
 
 /// One job's state in this process.
@@ -50,8 +56,32 @@ impl Runtime {
             .clone()
     }
 
+    /// The user's crawl as this process last read it while it ran. What a task takes from it
+    /// does not change while a job runs (its request, its owner); that it still runs is read
+    /// again from the store just before each fetch, so a cancel is seen there.
+    pub(crate) fn running_crawl(&self, user: &UserId, id: &JobId) -> Option<Arc<Job>> {
+        lock(&self.running)
+            .get(id)
+            .filter(|j| &j.user_id == user)
+            .cloned()
+    }
+
+    /// Keeps a job just read for [`Runtime::running_crawl`] when it is a running crawl.
+    pub(crate) fn read(&self, job: Job) -> Arc<Job> {
+        let job = Arc::new(job);
+        if job.kind == JobKind::Crawl && job.status == JobStatus::Running {
+            let mut running = lock(&self.running);
+            if running.len() >= MAX_RUNNING {
+                running.clear();
+            }
+            running.insert(job.job_id.clone(), job.clone());
+        }
+        job
+    }
+
     /// Forgets a finished job; a page of it still waiting for its turn here will not start.
     pub(crate) fn forget(&self, id: &JobId) {
+        lock(&self.running).remove(id);
         if let Some(job) = lock(&self.jobs).remove(id) {
             job.cancelled.store(true, Ordering::SeqCst);
         }
@@ -69,5 +99,60 @@ impl JobRuntime {
     /// Whether the job ended in this process.
     pub(crate) fn cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(user: &str, kind: JobKind, status: JobStatus) -> Job {
+        let mut job = Job::new(
+            UserId(user.into()),
+            kind,
+            serde_json::json!({}),
+            chrono::Utc::now(),
+        );
+        job.status = status;
+        job
+    }
+
+    #[test]
+    fn remembers_running_crawls_for_their_owner_only() {
+        let rt = Runtime::default();
+        let crawl = rt.read(job("u1", JobKind::Crawl, JobStatus::Running));
+        let id = crawl.job_id.clone();
+        assert!(rt.running_crawl(&UserId("u1".into()), &id).is_some());
+        assert!(rt.running_crawl(&UserId("u2".into()), &id).is_none());
+        rt.forget(&id);
+        assert!(rt.running_crawl(&UserId("u1".into()), &id).is_none());
+    }
+
+    #[test]
+    fn does_not_remember_other_jobs() {
+        let rt = Runtime::default();
+        let u = UserId("u1".into());
+        for (kind, status) in [
+            (JobKind::Crawl, JobStatus::Queued),
+            (JobKind::Crawl, JobStatus::Cancelled),
+            (JobKind::Crawl, JobStatus::Completed),
+            (JobKind::Scrape, JobStatus::Running),
+            (JobKind::Batch, JobStatus::Running),
+        ] {
+            let j = rt.read(job("u1", kind, status));
+            assert!(
+                rt.running_crawl(&u, &j.job_id).is_none(),
+                "{kind:?} {status:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn keeps_at_most_a_bounded_number() {
+        let rt = Runtime::default();
+        for _ in 0..MAX_RUNNING * 3 {
+            rt.read(job("u1", JobKind::Crawl, JobStatus::Running));
+        }
+        assert!(lock(&rt.running).len() <= MAX_RUNNING);
     }
 }

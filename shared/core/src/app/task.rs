@@ -154,8 +154,16 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
 async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Disposition> {
     let (user, job_id) = (&task.user_id, &task.job_id);
     // T3: the job is re-read with the task's user; a task naming another user's job finds none.
-    let Some(job) = app.jobs.get_job(user, job_id).await? else {
-        return Ok(Disposition::Ack);
+    // A running crawl's pages start from this process's last read of it: whether it still runs
+    // is read just before the fetch.
+    let remembered = app.runtime.running_crawl(user, job_id);
+    let from_memory = remembered.is_some();
+    let job = match remembered {
+        Some(job) => job,
+        None => match app.jobs.get_job(user, job_id).await? {
+            Some(job) => app.runtime.read(job),
+            None => return Ok(Disposition::Ack),
+        },
     };
     if job.status.is_final() {
         if let Some(node) = app.jobs.get_node(user, job_id, &task.url).await? {
@@ -196,6 +204,17 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         let Some(node) = app.jobs.get_node(user, job_id, &task.url).await? else {
             return Ok(Disposition::Ack);
         };
+        // A duplicate is settled as above by the job as it stands, not as it was remembered.
+        if from_memory {
+            match app.jobs.get_job(user, job_id).await? {
+                None => return Ok(Disposition::Ack),
+                Some(j) if j.status.is_final() => {
+                    settle_cancelled(app, task, node.status).await?;
+                    return Ok(Disposition::Ack);
+                }
+                Some(_) => {}
+            }
+        }
         if node.status.is_pending() {
             return Ok(Disposition::Wait);
         }
