@@ -17,26 +17,13 @@ cleanup() {
 trap cleanup EXIT
 
 source bench/site.sh
-ensure_nginx
 cargo build --release --locked -p sarvcrawl-aws --example call_cpu >&2
 kept=$(free_port)
 closed=$(free_port)
-mkdir -p "$work/tmp"
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/tmp;
-  client_max_body_size 0;
+start_nginx "$work" "  client_max_body_size 0;
   keepalive_requests 1000000;
   server { listen 127.0.0.1:$kept; default_type application/x-amz-json-1.0; location / { return 200 '{}'; } }
-  server { listen 127.0.0.1:$closed; keepalive_timeout 0; default_type application/x-amz-json-1.0; location / { return 200 '{}'; } }
-}
-CONF
-nginx -c "$work/nginx.conf"
+  server { listen 127.0.0.1:$closed; keepalive_timeout 0; default_type application/x-amz-json-1.0; location / { return 200 '{}'; } }"
 for _ in $(seq 50); do curl -fs -XPOST "127.0.0.1:$kept/" >/dev/null && break; sleep 0.1; done
 
 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1

@@ -6,6 +6,8 @@
 #                              tables and code blocks, 60 KB on average, from Debian's
 #                              python3.11-doc, downloaded once into target/bench-docs); sets
 #                              $site_port and $site_pages
+#   start_nginx WORK SERVERS   starts nginx with SERVERS (its http block's lines) and its files
+#                              in WORK
 #   With FRONT_UPSTREAM set (an http://host:port), nginx also listens on $front_port and passes
 #   every request there over connections it keeps open to its clients (the emulator closes
 #   every connection after its answer; AWS keeps them open).
@@ -44,7 +46,6 @@ serve_docs() {
 # Serves DIR with nginx on a free loopback port.
 serve_dir() {
   local dir=$1 work=$2
-  ensure_nginx
   site_port=$(free_port)
   local front=
   if [ -n "${FRONT_UPSTREAM:-}" ]; then
@@ -52,6 +53,17 @@ serve_dir() {
     front="server { listen 127.0.0.1:$front_port; keepalive_requests 1000000; client_max_body_size 0;
     location / { proxy_pass $FRONT_UPSTREAM; proxy_set_header Host \$http_host; proxy_buffering off; } }"
   fi
+  start_nginx "$work" "  types { text/html html; }
+  server { listen 127.0.0.1:$site_port; root $dir; }
+  $front"
+}
+
+# Starts nginx with SERVERS (the lines of its http block: servers and their settings), its
+# pid in WORK/nginx.pid and its configuration, log and temporary files in WORK.
+start_nginx() {
+  local work=$1 servers=$2
+  ensure_nginx
+  mkdir -p "$work/tmp"
   cat > "$work/nginx.conf" <<CONF
 worker_processes 1;
 pid $work/nginx.pid;
@@ -59,14 +71,11 @@ error_log $work/nginx-error.log;
 events { worker_connections 1024; }
 http {
   access_log off;
-  types { text/html html; }
   client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
   uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  server { listen 127.0.0.1:$site_port; root $dir; }
-  $front
+$servers
 }
 CONF
-  mkdir -p "$work/tmp"
   chmod -R a+rX "$work"
   nginx -c "$work/nginx.conf"
 }
