@@ -4,16 +4,34 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use sarvcrawl_core::ports::{BlobStore, StoreError, StoreResult};
 use sarvcrawl_core::stages;
-use std::path::PathBuf;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+/// Turns at writing, by directory (several directories to one turn).
+const TURNS: usize = 16;
 
 /// Blob store over a directory.
 pub struct FsBlobs {
     root: PathBuf,
+    /// The files of one directory are written one at a time: a job's documents share a
+    /// directory, whose lock the kernel takes for each file made in it, and a writer waiting
+    /// for it spins on the CPU.
+    turns: [tokio::sync::Mutex<()>; TURNS],
 }
 
 impl FsBlobs {
     pub fn new(root: PathBuf) -> Self {
-        FsBlobs { root }
+        FsBlobs {
+            root,
+            turns: Default::default(),
+        }
+    }
+
+    /// The turn of the directory `path` is written in.
+    fn turn(&self, path: &Path) -> &tokio::sync::Mutex<()> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        path.parent().hash(&mut hasher);
+        &self.turns[hasher.finish() as usize % TURNS]
     }
 
     /// The file of a key; keys are made by the core, but are still checked to stay inside.
@@ -37,6 +55,7 @@ impl BlobStore for FsBlobs {
     async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
         let path = self.path(key)?;
         let stage = stages::current();
+        let _turn = self.turn(&path).lock().await;
         // One trip off the runtime for the directory, the file and its rename.
         tokio::task::spawn_blocking(move || {
             let _in = stages::enter(stage);
