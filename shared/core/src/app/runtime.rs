@@ -1,6 +1,6 @@
 //! Per-process working state of jobs: a cache of each job's robots rules (the store holds them
 //! for every process), and the concurrency of a job kind that fetches several pages within one
-//! task (map, search), and running crawls as last read. The rules that must hold across
+//! task (map, search), and running crawls and batches as last read. The rules that must hold across
 //! processes (a job's pages in flight, its pacing, the cap per host, whether a job was
 //! cancelled) live in the store, not here.
 
@@ -14,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Jobs kept before the cache is dropped wholesale (it refills on demand).
 const MAX_ENTRIES: usize = 10_000;
 
-/// Running crawls kept before that cache is dropped wholesale: each holds its request (up to
+/// Running jobs kept before that cache is dropped wholesale: each holds its request (up to
 /// the API's body limit), so few.
 const MAX_RUNNING: usize = 64;
 
@@ -56,20 +56,22 @@ impl Runtime {
             .clone()
     }
 
-    /// The user's crawl as this process last read it while it ran. What a task takes from it
-    /// does not change while a job runs (its request, its owner); that it still runs is read
-    /// again from the store just before each fetch, so a cancel is seen there.
-    pub(crate) fn running_crawl(&self, user: &UserId, id: &JobId) -> Option<Arc<Job>> {
+    /// The user's crawl or batch as this process last read it while it ran. What a page's task
+    /// takes from it does not change while a job runs (its request, its owner); that it still
+    /// runs is read again from the store just before each fetch, so a cancel is seen there.
+    pub(crate) fn running(&self, user: &UserId, id: &JobId) -> Option<Arc<Job>> {
         lock(&self.running)
             .get(id)
             .filter(|j| &j.user_id == user)
             .cloned()
     }
 
-    /// Keeps a job just read for [`Runtime::running_crawl`] when it is a running crawl.
+    /// Keeps a job just read for [`Runtime::running`] when it is a running crawl or batch (a
+    /// batch's URLs are stored beside its request, not in it).
     pub(crate) fn read(&self, job: Job) -> Arc<Job> {
         let job = Arc::new(job);
-        if job.kind == JobKind::Crawl && job.status == JobStatus::Running {
+        let pages = matches!(job.kind, JobKind::Crawl | JobKind::Batch);
+        if pages && job.status == JobStatus::Running {
             let mut running = lock(&self.running);
             if running.len() >= MAX_RUNNING {
                 running.clear();
@@ -118,14 +120,16 @@ mod tests {
     }
 
     #[test]
-    fn remembers_running_crawls_for_their_owner_only() {
+    fn remembers_running_crawls_and_batches_for_their_owner_only() {
         let rt = Runtime::default();
-        let crawl = rt.read(job("u1", JobKind::Crawl, JobStatus::Running));
-        let id = crawl.job_id.clone();
-        assert!(rt.running_crawl(&UserId("u1".into()), &id).is_some());
-        assert!(rt.running_crawl(&UserId("u2".into()), &id).is_none());
-        rt.forget(&id);
-        assert!(rt.running_crawl(&UserId("u1".into()), &id).is_none());
+        for kind in [JobKind::Crawl, JobKind::Batch] {
+            let running = rt.read(job("u1", kind, JobStatus::Running));
+            let id = running.job_id.clone();
+            assert!(rt.running(&UserId("u1".into()), &id).is_some());
+            assert!(rt.running(&UserId("u2".into()), &id).is_none());
+            rt.forget(&id);
+            assert!(rt.running(&UserId("u1".into()), &id).is_none());
+        }
     }
 
     #[test]
@@ -136,14 +140,15 @@ mod tests {
             (JobKind::Crawl, JobStatus::Queued),
             (JobKind::Crawl, JobStatus::Cancelled),
             (JobKind::Crawl, JobStatus::Completed),
+            (JobKind::Batch, JobStatus::Cancelled),
             (JobKind::Scrape, JobStatus::Running),
-            (JobKind::Batch, JobStatus::Running),
+            (JobKind::Map, JobStatus::Running),
+            (JobKind::Search, JobStatus::Running),
+            (JobKind::Upload, JobStatus::Running),
+            (JobKind::Monitor, JobStatus::Running),
         ] {
             let j = rt.read(job("u1", kind, status));
-            assert!(
-                rt.running_crawl(&u, &j.job_id).is_none(),
-                "{kind:?} {status:?}"
-            );
+            assert!(rt.running(&u, &j.job_id).is_none(), "{kind:?} {status:?}");
         }
     }
 
