@@ -1,7 +1,7 @@
 //! Per-process working state of jobs: a cache of each job's robots rules (the store holds them
-//! for every process), and the concurrency of a job kind that fetches several pages within one
-//! task (map, search), and running crawls and batches as last read. The rules that must hold across
-//! processes (a job's pages in flight, its pacing, the cap per host, whether a job was
+//! for every process), the concurrency of a job kind that fetches several pages within one
+//! task (map, search), and running crawls and batches as last read. The rules that must hold
+//! across processes (a job's pages in flight, its pacing, the cap per host, whether a job was
 //! cancelled) live in the store, not here.
 
 use crate::domain::{Job, JobId, JobKind, JobStatus, UserId};
