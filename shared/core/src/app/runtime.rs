@@ -1,7 +1,7 @@
 //! Per-process working state of jobs: a cache of each job's robots rules (the store holds them
 //! for every process), the concurrency of a job kind that fetches several pages within one
-//! task (map, search), and running crawls and batches as last read. The rules that must hold
-//! across processes (a job's pages in flight, its pacing, the cap per host, whether a job was
+//! task (map, search), and running crawls as last read. The rules that must hold across
+//! processes (a job's pages in flight, its pacing, the cap per host, whether a job was
 //! cancelled) live in the store, not here.
 
 use crate::domain::{Job, JobId, JobKind, JobStatus, UserId};
@@ -56,7 +56,7 @@ impl Runtime {
             .clone()
     }
 
-    /// The user's crawl or batch as this process last read it while it ran. What a page's task
+    /// The user's crawl as this process last read it while it ran. What a page's task
     /// takes from it does not change while a job runs (its request, its owner); that it still
     /// runs is read again from the store just before each fetch, so a cancel is seen there.
     pub(crate) fn running(&self, user: &UserId, id: &JobId) -> Option<Arc<Job>> {
@@ -66,12 +66,10 @@ impl Runtime {
             .cloned()
     }
 
-    /// Keeps a job just read for [`Runtime::running`] when it is a running crawl or batch (a
-    /// batch's URLs are stored beside its request, not in it).
+    /// Keeps a job just read for [`Runtime::running`] when it is a running crawl.
     pub(crate) fn read(&self, job: Job) -> Arc<Job> {
         let job = Arc::new(job);
-        let pages = matches!(job.kind, JobKind::Crawl | JobKind::Batch);
-        if pages && job.status == JobStatus::Running {
+        if job.kind == JobKind::Crawl && job.status == JobStatus::Running {
             let mut running = lock(&self.running);
             if running.len() >= MAX_RUNNING {
                 running.clear();
@@ -120,16 +118,14 @@ mod tests {
     }
 
     #[test]
-    fn remembers_running_crawls_and_batches_for_their_owner_only() {
+    fn remembers_running_crawls_for_their_owner_only() {
         let rt = Runtime::default();
-        for kind in [JobKind::Crawl, JobKind::Batch] {
-            let running = rt.read(job("u1", kind, JobStatus::Running));
-            let id = running.job_id.clone();
-            assert!(rt.running(&UserId("u1".into()), &id).is_some());
-            assert!(rt.running(&UserId("u2".into()), &id).is_none());
-            rt.forget(&id);
-            assert!(rt.running(&UserId("u1".into()), &id).is_none());
-        }
+        let running = rt.read(job("u1", JobKind::Crawl, JobStatus::Running));
+        let id = running.job_id.clone();
+        assert!(rt.running(&UserId("u1".into()), &id).is_some());
+        assert!(rt.running(&UserId("u2".into()), &id).is_none());
+        rt.forget(&id);
+        assert!(rt.running(&UserId("u1".into()), &id).is_none());
     }
 
     #[test]
@@ -140,7 +136,7 @@ mod tests {
             (JobKind::Crawl, JobStatus::Queued),
             (JobKind::Crawl, JobStatus::Cancelled),
             (JobKind::Crawl, JobStatus::Completed),
-            (JobKind::Batch, JobStatus::Cancelled),
+            (JobKind::Batch, JobStatus::Running),
             (JobKind::Scrape, JobStatus::Running),
             (JobKind::Map, JobStatus::Running),
             (JobKind::Search, JobStatus::Running),

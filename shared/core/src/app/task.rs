@@ -154,8 +154,8 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
 async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Disposition> {
     let (user, job_id) = (&task.user_id, &task.job_id);
     // T3: the job is re-read with the task's user; a task naming another user's job finds none.
-    // A page of a running crawl or batch (not its root: a batch's expands its list) starts from
-    // this process's last read of the job: whether it still runs is read just before the fetch.
+    // A page of a running crawl (below its root) starts from this process's last read of the
+    // job: whether it still runs is read just before the fetch.
     let remembered = (task.depth > 0)
         .then(|| app.runtime.running(user, job_id))
         .flatten();
