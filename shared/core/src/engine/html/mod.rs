@@ -137,6 +137,18 @@ mod tests {
     }
 
     #[test]
+    fn parse_errors_are_not_kept() {
+        // Stray end tags: one parse error each and no node, on both tokenizers' paths.
+        for src in [
+            format!("<html><body>{}", "</x>".repeat(100_000)),
+            format!("<html><body>\0{}", "</x>".repeat(100_000)),
+        ] {
+            let html = parse(&src, &Budget::unlimited()).unwrap();
+            assert!(html.errors.is_empty(), "{} errors kept", html.errors.len());
+        }
+    }
+
+    #[test]
     fn the_deadline_stops_a_parse() {
         let budget = Budget::new(Duration::ZERO);
         let src = format!("<html><body>{}", "<p>text ".repeat(10_000));
