@@ -2,6 +2,7 @@
 //! runtime.
 
 use crate::writer::{failure, Write, Writer, LINGER};
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, Transaction};
 use sarvcrawl_core::engine::pool::lowered;
 use sarvcrawl_core::ports::{StoreError, StoreResult};
@@ -271,6 +272,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.set_prepared_statement_cache_capacity(PREPARED);
+    // A statement's plan does not depend on the values bound to it. Without this, SQLite
+    // compiles a statement with `LIMIT ?` again each time a value is bound to it
+    // (the store's page reads, the queue's pick, the frontier's move). Every partial index's
+    // condition is written as literals in the statements that use it, so none is lost.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -415,6 +421,7 @@ fn io_error(e: std::io::Error) -> rusqlite::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::{params, StatementStatus};
 
     #[tokio::test]
     async fn a_write_that_panics_fails_alone_and_the_writer_goes_on() {
@@ -494,5 +501,24 @@ mod tests {
             .write_now(|c| c.query_row("SELECT count(*) FROM logs", [], |r| r.get(0)))
             .unwrap();
         assert_eq!(count, rows);
+    }
+
+    #[tokio::test]
+    async fn a_statement_with_a_bound_limit_is_compiled_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Db::open(&dir.path().join("t.db")).unwrap());
+        let sql = "SELECT seq FROM logs WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+        let recompiled = |c: &Connection| -> rusqlite::Result<i32> {
+            for limit in 1..=5 {
+                c.prepare_cached(sql)?
+                    .query_map(params!["j", 0, limit], |r| r.get::<_, i64>(0))?
+                    .for_each(drop);
+            }
+            Ok(c.prepare_cached(sql)?
+                .get_status(StatementStatus::RePrepare))
+        };
+        assert_eq!(db.read(recompiled).await.unwrap(), 0, "on a reader");
+        let on_writer = db.write(move |tx| recompiled(tx)).await.unwrap();
+        assert_eq!(on_writer, 0, "on the writer");
     }
 }

@@ -194,13 +194,13 @@ impl Writer {
         let mut run = || -> rusqlite::Result<()> {
             while let Some(write) = next.take() {
                 ran.push(write);
-                tx.execute_batch("SAVEPOINT write")?;
+                // Prepared once per connection: a savepoint's SQL is parsed once, not per write.
+                tx.prepare_cached("SAVEPOINT write")?.execute([])?;
                 let kept = ran.last_mut().is_some_and(|w| w.run(&tx));
-                tx.execute_batch(if kept {
-                    "RELEASE write"
-                } else {
-                    "ROLLBACK TO write; RELEASE write"
-                })?;
+                if !kept {
+                    tx.prepare_cached("ROLLBACK TO write")?.execute([])?;
+                }
+                tx.prepare_cached("RELEASE write")?.execute([])?;
                 if ran.len() >= GROUP_MAX || (!first && started.elapsed() >= GROUP_TIME) {
                     break;
                 }
