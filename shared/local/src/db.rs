@@ -521,4 +521,19 @@ mod tests {
         let on_writer = db.write(move |tx| recompiled(tx)).await.unwrap();
         assert_eq!(on_writer, 0, "on the writer");
     }
+
+    #[test]
+    fn the_frontier_reads_only_waiting_nodes() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = connect(&dir.path().join("t.db")).unwrap();
+        migrate(&conn).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", crate::store::WAITING))
+            .unwrap()
+            .query_map(params!["j", 8], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(plan, ["SEARCH nodes USING INDEX nodes_waiting (job_id=?)"]);
+    }
 }

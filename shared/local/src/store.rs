@@ -208,6 +208,13 @@ fn bad(what: &str) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnName(format!("unreadable {what}"))
 }
 
+/// A job's nodes waiting for the frontier, in the order found. Through the index of waiting
+/// nodes by name: left to itself the planner walks the job's nodes by their key from the
+/// first, past every node already let go, so each move of a 10,000-node crawl's frontier read
+/// about 10,000 rows (0.7 ms) instead of the few it takes (9 µs).
+pub(crate) const WAITING: &str = "SELECT url, depth FROM nodes INDEXED BY nodes_waiting
+     WHERE job_id = ?1 AND released = 0 AND status = 'queued' ORDER BY seq LIMIT ?2";
+
 const JOB_COLUMNS: &str = "job_id, user_id, kind, status, created_at, started_at, finished_at, \
      request, error, discovered, completed, failed, pending, extract_tokens";
 
@@ -494,10 +501,7 @@ impl JobStore for SqliteStore {
                 };
                 let room = u64::from(max_in_flight).saturating_sub(in_flight);
                 let next: Vec<NewNode> = tx
-                    .prepare_cached(
-                        "SELECT url, depth FROM nodes WHERE job_id = ?1 AND released = 0
-                         AND status = 'queued' ORDER BY seq LIMIT ?2",
-                    )?
+                    .prepare_cached(WAITING)?
                     .query_map(params![job, room], |r| {
                         Ok(NewNode {
                             url: r.get(0)?,
