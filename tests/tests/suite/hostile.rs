@@ -1,6 +1,7 @@
 //! SECURITY.md V6: hostile content fails its own page, never the server. A corpus of pages and
 //! files built to exhaust a parser (tags nested 20,000 and 100,000 deep, lists, tables whose
-//! rows pad to 20,000 columns, a PDF stream inflating to 255 MiB, 200 pages sharing it, deeply
+//! rows pad to 20,000 columns, a tag of 100,000 attributes, a formatting element whose 256
+//! attributes are copied into 100,000 paragraphs, a PDF stream inflating to 255 MiB, 200 pages sharing it, deeply
 //! nested PDF arrays) is scraped, crawled and uploaded, and a monitor diffs two 120,000-line
 //! pages, while a probe calls `/api/health` and another user keeps scraping. Every item ends
 //! with a clear error or a bounded result, the server keeps answering and never restarts, its
@@ -129,6 +130,28 @@ fn corpus() -> Vec<Item> {
         )),
         scraped: &["TOO_LARGE"],
         uploaded: &["TOO_LARGE"],
+    });
+    // One tag of 100,000 attributes: the element keeps its first 256, at once.
+    let many: String = (0..100_000).map(|i| format!(" a{i}")).collect();
+    items.push(Item {
+        name: "attributes-100000.html".into(),
+        content_type: "text/html",
+        body: Bytes::from(format!("<html><body><p{many}>x</p></body></html>")),
+        scraped: &["completed"],
+        uploaded: &["completed"],
+    });
+    // A formatting element of 256 attributes reopened in 100,000 paragraphs: uncapped, 25.6
+    // million attributes copied into the tree.
+    let few: String = (0..256).map(|i| format!(" a{i}")).collect();
+    items.push(Item {
+        name: "reopened-attributes.html".into(),
+        content_type: "text/html",
+        body: Bytes::from(format!(
+            "<html><body><p><b{few}></p>{}",
+            "<p>x".repeat(100_000)
+        )),
+        scraped: COMPLEX,
+        uploaded: COMPLEX,
     });
     let bomb = text_bomb();
     for (name, pages) in [("bomb.pdf", 1), ("shared-200.pdf", 200)] {

@@ -1,13 +1,16 @@
 //! The tree sink that keeps count while a tree is built: scraper's sink, counting each node and
-//! the depth at which it is attached.
+//! the depth at which it is attached, and keeping an element's attributes within their cap.
 
-use super::{too_deep, too_many, MAX_DEPTH, MAX_NODES};
+use super::{
+    too_deep, too_many, too_many_attributes, MAX_ATTRIBUTES, MAX_DEPTH, MAX_NODES,
+    MAX_TREE_ATTRIBUTES,
+};
 use crate::engine::budget::Exceeded;
 use ego_tree::NodeId;
 use html5ever::tendril::StrTendril;
 use html5ever::tree_builder::{ElementFlags, NodeOrText, QuirksMode, TreeSink};
 use html5ever::{Attribute, QualName};
-use scraper::{Html, HtmlTreeSink};
+use scraper::{Html, HtmlTreeSink, Node};
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -43,6 +46,7 @@ pub(super) struct Bounded {
     inner: HtmlTreeSink,
     depth: RefCell<HashMap<NodeId, usize, BuildHasherDefault<IdHasher>>>,
     nodes: Cell<usize>,
+    attributes: Cell<usize>,
     deepest: Cell<usize>,
     /// Whether the tree builder moved a node that was already placed (and its subtree).
     moved: Cell<bool>,
@@ -54,18 +58,23 @@ impl Bounded {
             inner: HtmlTreeSink::new(Html::new_document()),
             depth: RefCell::new(HashMap::default()),
             nodes: Cell::new(0),
+            attributes: Cell::new(0),
             deepest: Cell::new(0),
             moved: Cell::new(false),
         }
     }
 
-    /// Whether the tree so far is within [`MAX_DEPTH`] and [`MAX_NODES`].
+    /// Whether the tree so far is within [`MAX_DEPTH`], [`MAX_NODES`] and
+    /// [`MAX_TREE_ATTRIBUTES`].
     pub(super) fn within_bounds(&self) -> Result<(), Exceeded> {
         if self.deepest.get() > MAX_DEPTH {
             return Err(too_deep());
         }
         if self.nodes.get() > MAX_NODES {
             return Err(too_many());
+        }
+        if self.attributes.get() > MAX_TREE_ATTRIBUTES {
+            return Err(too_many_attributes());
         }
         Ok(())
     }
@@ -94,6 +103,10 @@ impl Bounded {
     fn counted(&self) {
         self.nodes.set(self.nodes.get() + 1);
     }
+
+    fn attributes_added(&self, n: usize) {
+        self.attributes.set(self.attributes.get() + n);
+    }
 }
 
 impl TreeSink for Bounded {
@@ -119,6 +132,7 @@ impl TreeSink for Bounded {
 
     fn create_element(&self, name: QualName, attrs: Vec<Attribute>, flags: ElementFlags) -> NodeId {
         self.counted();
+        self.attributes_added(attrs.len());
         self.inner.create_element(name, attrs, flags)
     }
 
@@ -184,7 +198,19 @@ impl TreeSink for Bounded {
         self.inner.append_before_sibling(sibling, new_node)
     }
 
-    fn add_attrs_if_missing(&self, target: &NodeId, attrs: Vec<Attribute>) {
+    /// The attributes of a second `<html>` or `<body>` tag the element lacks, while it has fewer
+    /// than [`MAX_ATTRIBUTES`] (each is a sorted insert into its list).
+    fn add_attrs_if_missing(&self, target: &NodeId, mut attrs: Vec<Attribute>) {
+        let room = match self.inner.0.borrow().tree.get(*target).map(|n| n.value()) {
+            Some(Node::Element(element)) => {
+                let have = &element.attrs;
+                attrs.retain(|a| !have.iter().any(|(name, _)| *name == a.name));
+                MAX_ATTRIBUTES.saturating_sub(have.len())
+            }
+            _ => 0,
+        };
+        attrs.truncate(room);
+        self.attributes_added(attrs.len());
         self.inner.add_attrs_if_missing(target, attrs)
     }
 

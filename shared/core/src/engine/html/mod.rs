@@ -3,20 +3,37 @@
 //! budget's deadline along the way, so a page of 100,000 nested tags (whose parse would take
 //! the tree builder quadratic time) or millions of tiny elements (whose tree would take
 //! gigabytes) is given up after a few milliseconds of work. A tree that passes is at most
-//! [`MAX_DEPTH`] deep, which every walk over it may rely on.
+//! [`MAX_DEPTH`] deep, which every walk over it may rely on. Attributes are bounded too: an
+//! element keeps at most [`MAX_ATTRIBUTES`], a tree at most [`MAX_TREE_ATTRIBUTES`] (the tree
+//! builder copies a formatting element's attributes each time it reopens it, so a few kilobytes
+//! of markup could otherwise make gigabytes of them).
 
 mod bounded;
 mod simple;
 
 use super::budget::{Budget, Exceeded};
 use bounded::Bounded;
-use html5ever::tendril::{StrTendril, TendrilSink};
+use ego_tree::NodeId;
+use html5ever::buffer_queue::BufferQueue;
+use html5ever::tendril::StrTendril;
+use html5ever::tokenizer::{Token, TokenSink, TokenSinkResult, Tokenizer};
+use html5ever::tree_builder::{TreeBuilder, TreeSink};
+use html5ever::TokenizerResult;
 use scraper::Html;
 
 /// Deepest element nesting processed (browsers stop nesting at about this depth too).
 pub const MAX_DEPTH: usize = 512;
 /// Most nodes (elements, text runs, comments) in one page's tree: about 65 MB of tree.
 pub const MAX_NODES: usize = 500_000;
+/// Most attributes in one page's tree, all elements together: about 50 MB of them.
+pub const MAX_TREE_ATTRIBUTES: usize = 1_000_000;
+/// Attributes an element keeps: its first ones, a repeated name counted once. The tree builder
+/// copies a tag's attributes each time it reopens a formatting element, and adding those of a
+/// second `<body>` to the first costs a sorted insert each, so a tag of 100,000 attributes would
+/// cost seconds between two looks at the deadline. (html5ever's tokenizer still compares each of
+/// a tag's attributes with all before it; a chunk holds a few thousand, so the deadline checked
+/// between chunks stops that within a fraction of a second.)
+pub const MAX_ATTRIBUTES: usize = 256;
 /// Bytes handed to the tree builder between two checks.
 const CHUNK: usize = 16 * 1024;
 
@@ -28,6 +45,12 @@ fn too_deep() -> Exceeded {
 
 fn too_many() -> Exceeded {
     Exceeded::TooComplex(format!("the HTML has more than {MAX_NODES} nodes"))
+}
+
+fn too_many_attributes() -> Exceeded {
+    Exceeded::TooComplex(format!(
+        "the HTML's elements have more than {MAX_TREE_ATTRIBUTES} attributes"
+    ))
 }
 
 /// Parses a whole document within the bounds and the budget. Well-formed markup is tokenized
@@ -42,20 +65,50 @@ pub fn parse(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
 
 /// Parses any document with html5ever's tokenizer, fed in chunks with the checks between them.
 fn parse_any(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
-    let mut parser = html5ever::parse_document(Bounded::new(), Default::default());
+    let tokenizer = Tokenizer::new(
+        Capped(TreeBuilder::new(Bounded::new(), Default::default())),
+        Default::default(),
+    );
+    let input = BufferQueue::default();
     let mut rest = source;
     while !rest.is_empty() {
         let mut end = rest.len().min(CHUNK);
         while !rest.is_char_boundary(end) {
             end += 1;
         }
-        parser.process(StrTendril::from_slice(&rest[..end]));
+        input.push_back(StrTendril::from_slice(&rest[..end]));
+        while let TokenizerResult::Script(_) = tokenizer.feed(&input) {}
         rest = &rest[end..];
-        parser.tokenizer.sink.sink.within_bounds()?;
+        tokenizer.sink.0.sink.within_bounds()?;
         budget.check()?;
     }
-    let moved = parser.tokenizer.sink.sink.moved();
-    checked(parser.finish(), moved)
+    tokenizer.end();
+    let moved = tokenizer.sink.0.sink.moved();
+    checked(tokenizer.sink.0.sink.finish(), moved)
+}
+
+/// html5ever's tree builder behind a tokenizer, handed at most [`MAX_ATTRIBUTES`] attributes a
+/// tag (the tokenizer has already dropped repeated names), as the [`simple`] tokenizer does.
+struct Capped(TreeBuilder<NodeId, Bounded>);
+
+impl TokenSink for Capped {
+    type Handle = NodeId;
+
+    fn process_token(&self, mut token: Token, line_number: u64) -> TokenSinkResult<NodeId> {
+        if let Token::TagToken(tag) = &mut token {
+            tag.attrs.truncate(MAX_ATTRIBUTES);
+        }
+        self.0.process_token(token, line_number)
+    }
+
+    fn end(&self) {
+        self.0.end()
+    }
+
+    fn adjusted_current_node_present_but_not_in_html_namespace(&self) -> bool {
+        self.0
+            .adjusted_current_node_present_but_not_in_html_namespace()
+    }
 }
 
 /// A finished tree, measured once more if the parser moved nodes: the depths were counted as
@@ -145,6 +198,45 @@ mod tests {
         ] {
             let html = parse(&src, &Budget::unlimited()).unwrap();
             assert!(html.errors.is_empty(), "{} errors kept", html.errors.len());
+        }
+    }
+
+    /// `n` attributes of distinct names: `a0 a1 ...`.
+    fn attributes(n: usize) -> String {
+        (0..n).map(|i| format!(" a{i}")).collect()
+    }
+
+    #[test]
+    fn many_attributes_cost_no_more_than_their_cap() {
+        // A tag of 100,000 attributes, on an element and on a second `<body>`: capped, and
+        // quickly (uncapped, each is compared with all before it, then sorted in one by one).
+        let many = attributes(100_000);
+        for (src, element) in [
+            (format!("<html><body><p{many}>x"), "p"),
+            (format!("<html><body b=1><body{many}>x"), "body"),
+        ] {
+            let t = Instant::now();
+            let html = parse(&src, &Budget::unlimited()).unwrap();
+            assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+            let selector = scraper::Selector::parse(element).unwrap();
+            let e = html.select(&selector).next().unwrap().value();
+            assert_eq!(e.attrs().count(), MAX_ATTRIBUTES, "<{element}>");
+            assert_eq!(e.attr("a0"), Some(""));
+        }
+        // A formatting element reopened in every paragraph copies its attributes each time:
+        // 100,000 copies of 256 would be 25.6 million attributes (gigabytes), on either path.
+        let reopened = format!(
+            "<html><body><p><b{}></p>{}",
+            attributes(MAX_ATTRIBUTES),
+            "<p>x".repeat(100_000)
+        );
+        for src in [reopened.clone(), format!("\0{reopened}")] {
+            let t = Instant::now();
+            assert!(matches!(
+                parse(&src, &Budget::unlimited()),
+                Err(Exceeded::TooComplex(m)) if m.contains("attributes")
+            ));
+            assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
         }
     }
 

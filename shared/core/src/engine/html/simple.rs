@@ -7,7 +7,7 @@
 //! tokenized by html5ever from the start.
 
 use super::bounded::Bounded;
-use super::checked;
+use super::{checked, MAX_ATTRIBUTES};
 use crate::engine::budget::{Budget, Exceeded};
 use ego_tree::NodeId;
 use html5ever::data::NAMED_ENTITIES;
@@ -22,9 +22,6 @@ use std::borrow::Cow;
 
 /// Tokens between two looks at the budget's deadline.
 const TOKENS_PER_CHECK: usize = 256;
-/// Attributes of one tag taken here (each is compared with the ones before it, to drop a
-/// repeated one); a tag with more goes to html5ever, which checks the deadline as it reads.
-const MAX_ATTRIBUTES: usize = 256;
 /// Longest name in the table of named character references, its semicolon included.
 const LONGEST_ENTITY: usize = 32;
 
@@ -214,12 +211,9 @@ impl Tokens<'_> {
             } else {
                 StrTendril::new()
             };
-            // A repeated attribute is dropped, as the tokenizer does.
+            // A repeated attribute is dropped, as the tokenizer does, and those past the cap.
             let local = local_name(attr);
-            if attrs.len() == MAX_ATTRIBUTES {
-                return Err(Stop::NotSimple);
-            }
-            if !attrs.iter().any(|a| a.name.local == local) {
+            if attrs.len() < MAX_ATTRIBUTES && !attrs.iter().any(|a| a.name.local == local) {
                 attrs.push(Attribute {
                     name: QualName::new(None, ns!(), local),
                     value,

@@ -127,16 +127,40 @@ fn other_markup_goes_to_html5ever() {
         "<!DOCTYPE html PUBLIC \"a>b\">",
         "<!-- never closed",
         "<?never closed",
-        &format!(
-            "<p {}>",
-            (0..=MAX_ATTRIBUTES)
-                .map(|n| format!("a{n}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
     ];
     for page in pages {
         assert!(!same_tree(page), "taken: {page:?}");
+    }
+}
+
+#[test]
+fn attributes_past_the_cap_are_dropped_alike() {
+    let names =
+        |prefix: &str, n: usize| -> String { (0..n).map(|i| format!(" {prefix}{i}")).collect() };
+    let many = names("a", 3 * MAX_ATTRIBUTES);
+    let pages = [
+        format!("<p{many}>x"),
+        format!("<p a7 A7=x{many}>x"),
+        format!(
+            "<body b=1{}><body{}{many}>x",
+            names("c", 200),
+            names("d", 100)
+        ),
+        format!("<p><b{many}></p><p>x</p><p>y"),
+        format!("<svg><path{many} viewbox=1></path></svg>"),
+    ];
+    for page in pages {
+        let simple = match parse(&page, &Budget::unlimited()) {
+            Ok(Some(html)) => html,
+            _ => panic!("not taken: {page:.40}"),
+        };
+        let any = super::super::parse_any(&page, &Budget::unlimited()).unwrap();
+        assert_eq!(dump(&simple), dump(&any), "{page:.40}");
+        for node in simple.tree.nodes() {
+            if let Node::Element(e) = node.value() {
+                assert!(e.attrs.len() <= MAX_ATTRIBUTES, "<{}>", e.name());
+            }
+        }
     }
 }
 
