@@ -3,7 +3,7 @@
 //! and every string it builds to the page's [`Meter`].
 
 use super::meter::Meter;
-use super::{absolute, Filter};
+use super::{Filter, Resolver};
 use scraper::node::Node;
 use scraper::ElementRef;
 use std::borrow::Cow;
@@ -18,7 +18,7 @@ pub(crate) enum Mode {
 
 struct Renderer<'a> {
     filter: &'a Filter,
-    base: &'a Url,
+    links: &'a Resolver<'a>,
     md: bool,
     meter: &'a Meter<'a>,
 }
@@ -77,13 +77,13 @@ fn is_block(name: &str) -> bool {
 pub(crate) fn render(
     roots: &[ElementRef],
     filter: &Filter,
-    base: &Url,
+    links: &Resolver,
     mode: Mode,
     meter: &Meter,
 ) -> String {
     let r = Renderer {
         filter,
-        base,
+        links,
         md: mode == Mode::Markdown,
         meter,
     };
@@ -177,14 +177,16 @@ fn escape_pipes(cell: &str) -> String {
     out
 }
 
-/// A link destination as CommonMark reads it: in angle brackets when it holds parentheses or
-/// spaces (a URL keeps neither `<` nor `>` unencoded).
-fn destination(url: &Url) -> String {
+/// Appends a link destination as CommonMark reads it: in angle brackets when it holds
+/// parentheses or spaces (a URL keeps neither `<` nor `>` unencoded).
+fn push_destination(out: &mut String, url: &Url) {
     let s = url.as_str();
     if s.contains(['(', ')', ' ']) {
-        format!("<{s}>")
+        out.push('<');
+        out.push_str(s);
+        out.push('>');
     } else {
-        s.to_string()
+        out.push_str(s);
     }
 }
 
@@ -610,21 +612,31 @@ impl Renderer<'_> {
                 buf.push('\n');
             }
             "img" if self.md => {
-                let src = el.value().attr("src").and_then(|s| absolute(self.base, s));
+                let src = el.value().attr("src").and_then(|s| self.links.resolve(s));
                 if let Some(src) = src.filter(|s| self.meter.add(s.as_str().len())) {
                     let alt = el.value().attr("alt").unwrap_or_default();
                     let alt = alt.split_whitespace().collect::<Vec<_>>().join(" ");
                     let alt = alt.replace(['[', ']'], "");
-                    buf.push_str(&format!("![{alt}]({})", destination(&src)));
+                    buf.push_str("![");
+                    buf.push_str(&alt);
+                    buf.push_str("](");
+                    push_destination(buf, &src);
+                    buf.push(')');
                 }
             }
             "a" if self.md => match el
                 .value()
                 .attr("href")
-                .and_then(|h| absolute(self.base, h))
+                .and_then(|h| self.links.resolve(h))
                 .filter(|h| self.meter.add(h.as_str().len()))
             {
-                Some(href) => self.wrapped(el, buf, "[", &format!("]({})", destination(&href))),
+                Some(href) => {
+                    let mut close = String::with_capacity(href.as_str().len() + 5);
+                    close.push_str("](");
+                    push_destination(&mut close, &href);
+                    close.push(')');
+                    self.wrapped(el, buf, "[", &close)
+                }
                 None => self.inline_children(el, buf),
             },
             "strong" | "b" if self.md => self.wrapped(el, buf, "**", "**"),
@@ -650,7 +662,9 @@ impl Renderer<'_> {
                 } else {
                     ""
                 };
-                buf.push_str(&format!("{ticks}{pad}{code}{pad}{ticks}"));
+                for part in [&ticks, pad, &code, pad, &ticks] {
+                    buf.push_str(part);
+                }
             }
             _ if is_block(name) => {
                 // A block inside inline content (a heading inside a link, a list in a cell).

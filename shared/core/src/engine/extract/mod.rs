@@ -14,7 +14,9 @@ use crate::stages::{self, Stage};
 use meter::Meter;
 use scraper::{ElementRef, Html, Selector};
 use serde_json::{Map, Value};
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use url::Url;
 
 pub use meter::MAX_OUTPUT;
@@ -115,7 +117,7 @@ pub fn extract_html(
     let doc = super::html::parse(source, budget)?;
     let meter = Meter::new(budget);
     let links_in = stages::enter(Some(Stage::Links));
-    let (base, mut out) = links_and_metadata(&doc, url, &meter);
+    let (resolver, mut out) = links_and_metadata(&doc, url, &meter);
     drop(links_in);
     meter.result()?;
     if let Some(s) = &opts.schema {
@@ -143,7 +145,7 @@ pub fn extract_html(
     ];
     for (wanted, mode) in modes {
         if wanted {
-            let rendered = markdown::render(&roots, &filter, &base, mode, &meter);
+            let rendered = markdown::render(&roots, &filter, &resolver, mode, &meter);
             meter.result()?;
             match mode {
                 markdown::Mode::Markdown => out.markdown = Some(rendered),
@@ -152,7 +154,7 @@ pub fn extract_html(
         }
     }
     if opts.html {
-        out.html = Some(clean::render(&roots, &filter, &base, &meter));
+        out.html = Some(clean::render(&roots, &filter, resolver.base(), &meter));
         meter.result()?;
     }
     Ok(out)
@@ -339,19 +341,45 @@ pub(crate) fn absolute(base: &Url, href: &str) -> Option<Url> {
     Some(u)
 }
 
-fn links(hrefs: &[&str], base: &Url, meter: &Meter) -> Vec<Url> {
+/// A page's base URL and the `href`s it has resolved against it, each distinct one once: the
+/// links are resolved for the page's links and written again in its Markdown.
+pub(crate) struct Resolver<'d> {
+    base: Url,
+    known: HashMap<&'d str, Option<Url>>,
+}
+
+impl Resolver<'_> {
+    pub(crate) fn base(&self) -> &Url {
+        &self.base
+    }
+
+    /// `href` made [`absolute`] against the base (looked up when it was already).
+    pub(crate) fn resolve(&self, href: &str) -> Option<Cow<'_, Url>> {
+        match self.known.get(href) {
+            Some(known) => known.as_ref().map(Cow::Borrowed),
+            None => absolute(&self.base, href).map(Cow::Owned),
+        }
+    }
+}
+
+/// The distinct links of `hrefs`, in order, resolved by `resolver` (which keeps them).
+fn links<'d>(hrefs: &[&'d str], resolver: &mut Resolver<'d>, meter: &Meter) -> Vec<Url> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for href in hrefs {
         if out.len() >= MAX_LINKS || !meter.step() {
             break;
         }
-        let Some(u) = absolute(base, href) else {
+        // A repeated `href` resolves as it did the first time: to nothing, or a link taken.
+        let Entry::Vacant(slot) = resolver.known.entry(*href) else {
+            continue;
+        };
+        let Some(u) = slot.insert(absolute(&resolver.base, href)) else {
             continue;
         };
         if !seen.contains(u.as_str()) && meter.add(u.as_str().len()) {
             seen.insert(u.as_str().to_string());
-            out.push(u);
+            out.push(u.clone());
         }
     }
     out
@@ -362,18 +390,25 @@ fn non_empty(s: Option<&str>) -> Option<String> {
     (!t.is_empty()).then_some(t)
 }
 
-/// The base URL, and the links and the metadata of a page, from one walk over its tree.
-fn links_and_metadata(doc: &Html, url: &Url, meter: &Meter) -> (Url, Extracted) {
+/// The base URL (with the links resolved against it), and the links and the metadata of a
+/// page, from one walk over its tree.
+fn links_and_metadata<'d>(doc: &'d Html, url: &Url, meter: &Meter) -> (Resolver<'d>, Extracted) {
     let head = scan(doc);
     let base = head
         .base
         .and_then(|h| url.join(h).ok())
         .unwrap_or_else(|| url.clone());
     let (declared, invalid_json_ld) = declared(&head, &base, meter);
+    let mut resolver = Resolver {
+        base,
+        known: HashMap::new(),
+    };
+    let links = links(&head.hrefs, &mut resolver, meter);
+    let base = &resolver.base;
     let out = Extracted {
         declared,
         invalid_json_ld,
-        links: links(&head.hrefs, &base, meter),
+        links,
         title: head
             .title
             .and_then(|t| non_empty(Some(&t.text().collect::<String>())))
@@ -383,11 +418,11 @@ fn links_and_metadata(doc: &Html, url: &Url, meter: &Meter) -> (Url, Extracted) 
         language: non_empty(doc.root_element().value().attr("lang")),
         canonical_url: head
             .canonical
-            .and_then(|h| absolute(&base, h))
+            .and_then(|h| absolute(base, h))
             .map(String::from),
         ..Extracted::default()
     };
-    (base, out)
+    (resolver, out)
 }
 
 #[cfg(test)]
