@@ -3,7 +3,8 @@
 //! and every string it builds to the page's [`Meter`].
 
 use super::meter::Meter;
-use super::{Filter, Resolver};
+use super::{attr, Filter, Resolver};
+use html5ever::local_name;
 use scraper::node::Node;
 use scraper::ElementRef;
 use std::borrow::Cow;
@@ -408,7 +409,7 @@ impl Renderer<'_> {
             self.emit(out, code.to_string());
             return;
         }
-        let class_of = |e: ElementRef| e.value().attr("class").map(str::to_string);
+        let class_of = |e: ElementRef| attr(e.value(), local_name!("class")).map(str::to_string);
         let lang = std::iter::once(el)
             .chain(el.descendants().filter_map(ElementRef::wrap))
             .filter_map(class_of)
@@ -428,9 +429,7 @@ impl Renderer<'_> {
     }
 
     fn list(&self, el: ElementRef, ordered: bool, out: &mut Vec<String>) {
-        let mut n: u64 = el
-            .value()
-            .attr("start")
+        let mut n: u64 = attr(el.value(), local_name!("start"))
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(1);
         let mut items = Vec::new();
@@ -612,9 +611,9 @@ impl Renderer<'_> {
                 buf.push('\n');
             }
             "img" if self.md => {
-                let src = el.value().attr("src").and_then(|s| self.links.resolve(s));
+                let src = attr(el.value(), local_name!("src")).and_then(|s| self.links.resolve(s));
                 if let Some(src) = src.filter(|s| self.meter.add(s.as_str().len())) {
-                    let alt = el.value().attr("alt").unwrap_or_default();
+                    let alt = attr(el.value(), local_name!("alt")).unwrap_or_default();
                     let alt = alt.split_whitespace().collect::<Vec<_>>().join(" ");
                     let alt = alt.replace(['[', ']'], "");
                     buf.push_str("![");
@@ -624,9 +623,7 @@ impl Renderer<'_> {
                     buf.push(')');
                 }
             }
-            "a" if self.md => match el
-                .value()
-                .attr("href")
+            "a" if self.md => match attr(el.value(), local_name!("href"))
                 .and_then(|h| self.links.resolve(h))
                 .filter(|h| self.meter.add(h.as_str().len()))
             {
@@ -685,6 +682,7 @@ impl Renderer<'_> {
         if !self.meter.add(text.len()) {
             return;
         }
+        buf.reserve(text.len());
         let mut prev = buf.chars().last();
         for (i, c) in text.char_indices() {
             if c.is_whitespace() {

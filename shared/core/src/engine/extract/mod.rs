@@ -11,7 +11,9 @@ mod schema;
 use super::budget::{Budget, Exceeded};
 use crate::domain::SelectorSchema;
 use crate::stages::{self, Stage};
+use html5ever::{local_name, ns, LocalName};
 use meter::Meter;
+use scraper::node::Element;
 use scraper::{ElementRef, Html, Selector};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -75,13 +77,34 @@ pub struct Extracted {
     pub invalid_json_ld: usize,
 }
 
-/// Elements whose content is never part of the readable page.
-const NEVER_CONTENT: &[&str] = &[
-    "script", "style", "noscript", "template", "head", "svg", "iframe", "object", "embed",
-    "canvas", "select", "button", "input", "textarea", "link", "meta", "dialog",
+/// Elements whose content is never part of the readable page (names as interned atoms: every
+/// element is checked against them, and an atom compares as one integer).
+const NEVER_CONTENT: &[LocalName] = &[
+    local_name!("script"),
+    local_name!("style"),
+    local_name!("noscript"),
+    local_name!("template"),
+    local_name!("head"),
+    local_name!("svg"),
+    local_name!("iframe"),
+    local_name!("object"),
+    local_name!("embed"),
+    local_name!("canvas"),
+    local_name!("select"),
+    local_name!("button"),
+    local_name!("input"),
+    local_name!("textarea"),
+    local_name!("link"),
+    local_name!("meta"),
+    local_name!("dialog"),
 ];
 /// Page chrome that `only_main_content` drops.
-const CHROME: &[&str] = &["nav", "header", "footer", "aside"];
+const CHROME: &[LocalName] = &[
+    local_name!("nav"),
+    local_name!("header"),
+    local_name!("footer"),
+    local_name!("aside"),
+];
 const CHROME_ROLES: &[&str] = &["navigation", "banner", "contentinfo", "complementary"];
 
 /// Decides which elements are part of the content.
@@ -94,17 +117,27 @@ impl Filter {
     /// Whether an element and everything under it is left out.
     pub(crate) fn skips(&self, el: &ElementRef) -> bool {
         let v = el.value();
-        let name = v.name();
-        if NEVER_CONTENT.contains(&name) || v.attr("hidden").is_some() {
+        let name = &v.name.local;
+        if NEVER_CONTENT.contains(name) || attr(v, local_name!("hidden")).is_some() {
             return true;
         }
         if self.only_main_content
-            && (CHROME.contains(&name) || v.attr("role").is_some_and(|r| CHROME_ROLES.contains(&r)))
+            && (CHROME.contains(name)
+                || attr(v, local_name!("role")).is_some_and(|r| CHROME_ROLES.contains(&r)))
         {
             return true;
         }
         self.excluded.contains(&el.id())
     }
+}
+
+/// The value of an element's attribute (without namespace) named by an atom: a look through
+/// its few attributes, where scraper's `attr` interns the name it is given first.
+pub(crate) fn attr(e: &Element, name: LocalName) -> Option<&str> {
+    e.attrs
+        .iter()
+        .find(|(n, _)| n.local == name && n.ns == ns!() && n.prefix.is_none())
+        .map(|(_, v)| &**v)
 }
 
 /// Extracts what `opts` asks for from an HTML document fetched from `url`, within `budget`.
@@ -216,42 +249,44 @@ fn scan(doc: &Html) -> Head<'_> {
         .filter_map(ElementRef::wrap)
     {
         let v = el.value();
-        let attr = |name: &str| v.attr(name);
+        let get = |name: LocalName| attr(v, name);
         match v.name() {
-            "a" | "area" => head.hrefs.extend(attr("href")),
+            "a" | "area" => head.hrefs.extend(get(local_name!("href"))),
             "title" if head.title.is_none() => head.title = Some(el),
-            "base" => first(&mut head.base, attr("href")),
+            "base" => first(&mut head.base, get(local_name!("href"))),
             "meta" => {
-                let content = attr("content");
-                if attr("name") == Some("description") {
+                let content = get(local_name!("content"));
+                if get(local_name!("name")) == Some("description") {
                     first(&mut head.description, Some(content));
                 }
-                match attr("property") {
+                match get(local_name!("property")) {
                     Some("og:title") => first(&mut head.og_title, Some(content)),
                     Some("og:description") => first(&mut head.og_description, Some(content)),
                     _ => {}
                 }
-                let key = attr("property").or(attr("name")).and_then(declared_name);
+                let key = get(local_name!("property"))
+                    .or(get(local_name!("name")))
+                    .and_then(declared_name);
                 if let (Some(key), Some(content)) = (key, content) {
                     head.declared.push((key, content));
                 }
             }
-            "script" if attr("type").is_some_and(is_json_ld) => head.json_ld.push(el),
+            "script" if get(local_name!("type")).is_some_and(is_json_ld) => head.json_ld.push(el),
             "link" => {
                 // `rel` compares without case on an HTML element, as in a selector.
                 let html = v.name.ns == html5ever::ns!(html);
-                let canonical = attr("rel").is_some_and(|r| {
+                let canonical = get(local_name!("rel")).is_some_and(|r| {
                     r == "canonical" || (html && r.eq_ignore_ascii_case("canonical"))
                 });
                 if canonical {
-                    first(&mut head.canonical, attr("href"));
+                    first(&mut head.canonical, get(local_name!("href")));
                 }
-                let icon = attr("rel").is_some_and(|r| {
+                let icon = get(local_name!("rel")).is_some_and(|r| {
                     r.split_ascii_whitespace()
                         .any(|w| w.eq_ignore_ascii_case("icon"))
                 });
                 if icon {
-                    first(&mut head.favicon, attr("href"));
+                    first(&mut head.favicon, get(local_name!("href")));
                 }
             }
             _ => {}
