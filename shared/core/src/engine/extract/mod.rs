@@ -436,7 +436,7 @@ fn links_and_metadata<'d>(doc: &'d Html, url: &Url, meter: &Meter) -> (Resolver<
     let (declared, invalid_json_ld) = declared(&head, &base, meter);
     let mut resolver = Resolver {
         base,
-        known: HashMap::new(),
+        known: HashMap::with_capacity(head.hrefs.len().min(MAX_LINKS)),
     };
     let links = links(&head.hrefs, &mut resolver, meter);
     let base = &resolver.base;
