@@ -13,27 +13,33 @@ use html5ever::{Attribute, QualName};
 use scraper::{Html, HtmlTreeSink, Node};
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{Hash, Hasher};
 
-/// Hashes a node id, one integer the tree hands out, with one multiplication (a map from ids
-/// is written for every node of every page: a keyed hash costs more than the rest of it).
-#[derive(Default)]
-struct IdHasher(u64);
+/// A node's index in its tree. ego_tree hands out ids in order (1 for the first node, one more
+/// for each after it) and an id hashes as that one integer, which this hasher keeps: depths are
+/// kept in a list by index, not in a map (one write for every node of every page).
+fn index(id: &NodeId) -> usize {
+    let mut raw = RawId(0);
+    id.hash(&mut raw);
+    usize::try_from(raw.0).unwrap_or(usize::MAX)
+}
 
-impl Hasher for IdHasher {
+/// The hasher that keeps the integer it is given.
+struct RawId(u64);
+
+impl Hasher for RawId {
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
-            self.write_u64(u64::from(*b));
+            self.0 = self.0.wrapping_shl(8) | u64::from(*b);
         }
     }
 
     fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = n;
     }
 
     fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
+        self.0 = n as u64;
     }
 
     fn finish(&self) -> u64 {
@@ -44,7 +50,8 @@ impl Hasher for IdHasher {
 /// scraper's tree sink, counting each node and the depth at which it is attached.
 pub(super) struct Bounded {
     inner: HtmlTreeSink,
-    depth: RefCell<HashMap<NodeId, usize, BuildHasherDefault<IdHasher>>>,
+    /// Each placed node's depth, by [`index`].
+    depth: RefCell<Vec<u32>>,
     nodes: Cell<usize>,
     attributes: Cell<usize>,
     deepest: Cell<usize>,
@@ -56,7 +63,7 @@ impl Bounded {
     pub(super) fn new() -> Self {
         Bounded {
             inner: HtmlTreeSink::new(Html::new_document()),
-            depth: RefCell::new(HashMap::default()),
+            depth: RefCell::new(Vec::new()),
             nodes: Cell::new(0),
             attributes: Cell::new(0),
             deepest: Cell::new(0),
@@ -86,14 +93,27 @@ impl Bounded {
     }
 
     fn depth(&self, node: &NodeId) -> usize {
-        self.depth.borrow().get(node).copied().unwrap_or(0)
+        self.depth
+            .borrow()
+            .get(index(node))
+            .map_or(0, |d| *d as usize)
     }
 
     /// Records that `child` now sits at `depth`.
     fn placed(&self, child: &NodeOrText<NodeId>, depth: usize) {
         match child {
             NodeOrText::AppendNode(id) => {
-                self.depth.borrow_mut().insert(*id, depth);
+                let i = index(id);
+                // The tree holds at most the nodes counted, a fragment for each template among
+                // them and the document and its doctype: an index past that is not ego_tree's
+                // (the test of the indices fails first), and is not let grow the list.
+                if i <= 2 * self.nodes.get() + 2 {
+                    let mut depths = self.depth.borrow_mut();
+                    if depths.len() <= i {
+                        depths.resize(i + 1, 0);
+                    }
+                    depths[i] = u32::try_from(depth).unwrap_or(u32::MAX);
+                }
                 self.deepest.set(self.deepest.get().max(depth));
             }
             NodeOrText::AppendText(_) => self.counted(),
@@ -254,5 +274,34 @@ impl TreeSink for Bounded {
     ) -> bool {
         self.inner
             .attach_declarative_shadow(location, template, attrs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::budget::Budget;
+
+    #[test]
+    fn a_node_id_gives_its_index_in_the_tree() {
+        let src = "<!DOCTYPE html><template><p>t</p></template><p>a<!-- c --><b>b</b></p>";
+        let html = super::super::parse(src, &Budget::unlimited()).unwrap();
+        let indices: Vec<usize> = html.tree.nodes().map(|n| index(&n.id())).collect();
+        assert_eq!(indices, (1..=indices.len()).collect::<Vec<_>>());
+        assert!(indices.len() > 10);
+    }
+
+    #[test]
+    fn templates_do_not_hide_depth() {
+        // Each template adds a node the count leaves out (its contents' fragment).
+        let src = format!(
+            "<html><body>{}{}x",
+            "<template></template>".repeat(5_000),
+            "<div>".repeat(20_000)
+        );
+        assert!(matches!(
+            super::super::parse(&src, &Budget::unlimited()),
+            Err(Exceeded::TooComplex(_))
+        ));
     }
 }
