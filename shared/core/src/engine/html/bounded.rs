@@ -6,7 +6,7 @@ use super::{
     MAX_TREE_ATTRIBUTES,
 };
 use crate::engine::budget::Exceeded;
-use ego_tree::NodeId;
+use ego_tree::{NodeId, Tree};
 use html5ever::tendril::StrTendril;
 use html5ever::tree_builder::{ElementFlags, NodeOrText, QuirksMode, TreeSink};
 use html5ever::{Attribute, QualName};
@@ -14,6 +14,9 @@ use scraper::{Html, HtmlTreeSink, Node};
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::hash::{Hash, Hasher};
+
+/// Bytes of markup a node, a little under what documentation pages have (about 57).
+const BYTES_PER_NODE: usize = 48;
 
 /// A node's index in its tree. ego_tree hands out ids in order (1 for the first node, one more
 /// for each after it) and an id hashes as that one integer, which this hasher keeps: depths are
@@ -60,10 +63,16 @@ pub(super) struct Bounded {
 }
 
 impl Bounded {
-    pub(super) fn new() -> Self {
+    /// A sink for a document of `source_len` bytes: its tree's list of nodes is made at the
+    /// size such a page usually needs (untouched capacity costs no memory), so that it is not
+    /// copied to a larger one again and again as the page is built.
+    pub(super) fn new(source_len: usize) -> Self {
+        let capacity = (source_len / BYTES_PER_NODE).min(MAX_NODES + 1);
+        let mut html = Html::new_document();
+        html.tree = Tree::with_capacity(Node::Document, capacity);
         Bounded {
-            inner: HtmlTreeSink::new(Html::new_document()),
-            depth: RefCell::new(Vec::new()),
+            inner: HtmlTreeSink::new(html),
+            depth: RefCell::new(Vec::with_capacity(capacity)),
             nodes: Cell::new(0),
             attributes: Cell::new(0),
             deepest: Cell::new(0),

@@ -66,7 +66,10 @@ pub fn parse(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
 /// Parses any document with html5ever's tokenizer, fed in chunks with the checks between them.
 fn parse_any(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
     let tokenizer = Tokenizer::new(
-        Capped(TreeBuilder::new(Bounded::new(), Default::default())),
+        Capped(TreeBuilder::new(
+            Bounded::new(source.len()),
+            Default::default(),
+        )),
         Default::default(),
     );
     let input = BufferQueue::default();

@@ -51,7 +51,7 @@ pub(super) fn parse(source: &str, budget: &Budget) -> Result<Option<Html>, Excee
     let mut tokens = Tokens {
         src: &source,
         pos: 0,
-        builder: TreeBuilder::new(Bounded::new(), Default::default()),
+        builder: TreeBuilder::new(Bounded::new(source.len()), Default::default()),
         emitted: 0,
         budget,
     };
