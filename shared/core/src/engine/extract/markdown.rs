@@ -182,7 +182,7 @@ fn escape_pipes(cell: &str) -> String {
 /// parentheses or spaces (a URL keeps neither `<` nor `>` unencoded).
 fn push_destination(out: &mut String, url: &Url) {
     let s = url.as_str();
-    if s.contains(['(', ')', ' ']) {
+    if s.bytes().any(|b| matches!(b, b'(' | b')' | b' ')) {
         out.push('<');
         out.push_str(s);
         out.push('>');
