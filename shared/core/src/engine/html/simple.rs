@@ -15,7 +15,7 @@ use html5ever::tendril::StrTendril;
 use html5ever::tokenizer::states::RawKind;
 use html5ever::tokenizer::{Doctype, Tag, TagKind, Token, TokenSink, TokenSinkResult};
 use html5ever::tree_builder::TreeBuilder;
-use html5ever::{ns, Attribute, LocalName, QualName};
+use html5ever::{local_name, ns, Attribute, LocalName, QualName};
 use memchr::{memchr, memmem};
 use scraper::Html;
 use std::borrow::Cow;
@@ -106,12 +106,74 @@ fn opens_markup(next: Option<&u8>) -> bool {
     next.is_some_and(|c| c.is_ascii_alphabetic() || matches!(c, b'/' | b'!' | b'?'))
 }
 
-/// A tag or attribute name: ASCII letters lowercased.
+/// A tag or attribute name: ASCII letters lowercased. The commonest names are matched here
+/// (comparing a few bytes) before interning, which hashes the name.
 fn local_name(s: &str) -> LocalName {
     if s.bytes().any(|c| c.is_ascii_uppercase()) {
-        LocalName::from(s.to_ascii_lowercase())
-    } else {
-        LocalName::from(s)
+        return LocalName::from(s.to_ascii_lowercase());
+    }
+    match s {
+        "a" => local_name!("a"),
+        "div" => local_name!("div"),
+        "span" => local_name!("span"),
+        "p" => local_name!("p"),
+        "li" => local_name!("li"),
+        "ul" => local_name!("ul"),
+        "ol" => local_name!("ol"),
+        "code" => local_name!("code"),
+        "pre" => local_name!("pre"),
+        "td" => local_name!("td"),
+        "tr" => local_name!("tr"),
+        "th" => local_name!("th"),
+        "table" => local_name!("table"),
+        "tbody" => local_name!("tbody"),
+        "thead" => local_name!("thead"),
+        "em" => local_name!("em"),
+        "strong" => local_name!("strong"),
+        "b" => local_name!("b"),
+        "i" => local_name!("i"),
+        "img" => local_name!("img"),
+        "br" => local_name!("br"),
+        "h1" => local_name!("h1"),
+        "h2" => local_name!("h2"),
+        "h3" => local_name!("h3"),
+        "h4" => local_name!("h4"),
+        "section" => local_name!("section"),
+        "dl" => local_name!("dl"),
+        "dt" => local_name!("dt"),
+        "dd" => local_name!("dd"),
+        "html" => local_name!("html"),
+        "head" => local_name!("head"),
+        "body" => local_name!("body"),
+        "meta" => local_name!("meta"),
+        "link" => local_name!("link"),
+        "script" => local_name!("script"),
+        "style" => local_name!("style"),
+        "title" => local_name!("title"),
+        "nav" => local_name!("nav"),
+        "input" => local_name!("input"),
+        "form" => local_name!("form"),
+        "button" => local_name!("button"),
+        "label" => local_name!("label"),
+        "class" => local_name!("class"),
+        "href" => local_name!("href"),
+        "id" => local_name!("id"),
+        "rel" => local_name!("rel"),
+        "src" => local_name!("src"),
+        "alt" => local_name!("alt"),
+        "type" => local_name!("type"),
+        "name" => local_name!("name"),
+        "content" => local_name!("content"),
+        "lang" => local_name!("lang"),
+        "role" => local_name!("role"),
+        "width" => local_name!("width"),
+        "height" => local_name!("height"),
+        "colspan" => local_name!("colspan"),
+        "rowspan" => local_name!("rowspan"),
+        "charset" => local_name!("charset"),
+        "target" => local_name!("target"),
+        "value" => local_name!("value"),
+        _ => LocalName::from(s),
     }
 }
 

@@ -338,3 +338,18 @@ fn bounds_hold_on_the_simple_path() {
     let long = format!("<html><body>{}", "<p>text ".repeat(10_000));
     assert!(matches!(parse(&long, &budget), Err(Exceeded::Time(_))));
 }
+
+#[test]
+fn names_matched_directly_are_the_interned_ones() {
+    let names = "a div span p li ul ol code pre td tr th table tbody thead em strong b i img br \
+                 h1 h2 h3 h4 h5 section dl dt dd html head body meta link script style title nav \
+                 input form button label class href id rel src alt type name content lang role \
+                 width height colspan rowspan charset target value data-x my-element";
+    for name in names.split_whitespace() {
+        assert_eq!(local_name(name), LocalName::from(name), "{name}");
+        assert_eq!(
+            local_name(&name.to_ascii_uppercase()),
+            LocalName::from(name)
+        );
+    }
+}
