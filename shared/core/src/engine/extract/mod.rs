@@ -376,8 +376,9 @@ pub(crate) fn absolute(base: &Url, href: &str) -> Option<Url> {
     Some(u)
 }
 
-/// A page's base URL and the `href`s it has resolved against it, each distinct one once: the
-/// links are resolved for the page's links and written again in its Markdown.
+/// A page's base URL and the `href`s it has resolved against it (its first [`MAX_LINKS`]
+/// distinct ones): the links are resolved for the page's links and written again in its
+/// Markdown.
 pub(crate) struct Resolver<'d> {
     base: Url,
     known: HashMap<&'d str, Option<Url>>,
@@ -406,15 +407,22 @@ fn links<'d>(hrefs: &[&'d str], resolver: &mut Resolver<'d>, meter: &Meter) -> V
             break;
         }
         // A repeated `href` resolves as it did the first time: to nothing, or a link taken.
+        // The first MAX_LINKS distinct ones are kept (a page of 500,000 `#n` hrefs would
+        // otherwise keep 500,000 copies of its own URL); later ones resolve each time.
+        let room = resolver.known.len() < MAX_LINKS;
         let Entry::Vacant(slot) = resolver.known.entry(*href) else {
             continue;
         };
-        let Some(u) = slot.insert(absolute(&resolver.base, href)) else {
+        let resolved = absolute(&resolver.base, href);
+        if room {
+            slot.insert(resolved.clone());
+        }
+        let Some(u) = resolved else {
             continue;
         };
         if !seen.contains(u.as_str()) && meter.add(u.as_str().len()) {
             seen.insert(u.as_str().to_string());
-            out.push(u.clone());
+            out.push(u);
         }
     }
     out

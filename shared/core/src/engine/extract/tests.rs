@@ -235,6 +235,25 @@ fn a_page_gives_its_first_ten_thousand_links() {
     assert_eq!(e.links[0].as_str(), "https://example.com/p0");
 }
 
+#[test]
+fn the_links_kept_for_the_markdown_are_bounded() {
+    // 50,000 distinct hrefs that all resolve to the page itself, then one more link.
+    let mut html: String = (0..50_000)
+        .map(|i| format!("<a href=\"#f{i}\">x</a>"))
+        .collect();
+    html.push_str("<p><a href=\"/last\">last</a></p>");
+    let doc = Html::parse_document(&html);
+    let url = Url::parse("https://example.com/").unwrap();
+    let budget = Budget::unlimited();
+    let meter = Meter::new(&budget);
+    let (resolver, out) = links_and_metadata(&doc, &url, &meter);
+    assert_eq!(resolver.known.len(), MAX_LINKS);
+    let found: Vec<&str> = out.links.iter().map(Url::as_str).collect();
+    assert_eq!(found, ["https://example.com/", "https://example.com/last"]);
+    // A link past the kept ones is still written, resolved again.
+    assert!(md(&html, false).contains("[last](https://example.com/last)"));
+}
+
 /// Round trips: the text a CommonMark reader finds in the Markdown is the text of the HTML.
 mod round_trip {
     use super::*;
