@@ -368,7 +368,13 @@ fn declared(head: &Head, base: &Url, meter: &Meter) -> (Map<String, Value>, usiz
 
 /// Resolves a link against the base; only http(s), without fragment.
 pub(crate) fn absolute(base: &Url, href: &str) -> Option<Url> {
-    let mut u = base.join(href.trim()).ok()?;
+    let href = href.trim();
+    // A fragment of this page (a third of a documentation page's links) is the page itself.
+    let mut u = if href.starts_with('#') {
+        base.clone()
+    } else {
+        base.join(href).ok()?
+    };
     if !matches!(u.scheme(), "http" | "https") {
         return None;
     }

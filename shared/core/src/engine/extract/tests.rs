@@ -470,3 +470,27 @@ fn a_selector_schema_on_a_hostile_page_stops_at_the_deadline() {
         started.elapsed()
     );
 }
+
+#[test]
+fn fragments_resolve_as_the_url_parser_resolves_them() {
+    let bases = [
+        "https://example.com/docs/page",
+        "https://example.com/docs/page?q=1#top",
+        "http://user:pw@example.com:8080/a/b/",
+        "data:text/html,hello",
+        "mailto:someone@example.com",
+    ];
+    let hrefs = [
+        "#", "#a", " #a b ", "#%zz", "#é", "#\t\nx", "#a#b", "\u{a0}#x",
+    ];
+    for base in bases {
+        let base = Url::parse(base).unwrap();
+        for href in hrefs {
+            let want = base.join(href.trim()).ok().and_then(|mut u| {
+                u.set_fragment(None);
+                matches!(u.scheme(), "http" | "https").then_some(u)
+            });
+            assert_eq!(absolute(&base, href), want, "{href:?} against {base}");
+        }
+    }
+}
