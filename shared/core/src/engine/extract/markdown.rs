@@ -811,7 +811,7 @@ mod tests {
         };
         let links = Resolver {
             base: Url::parse("https://example.com/").unwrap(),
-            known: HashMap::new(),
+            known: HashMap::default(),
         };
         for md in [true, false] {
             let r = Renderer {

@@ -382,12 +382,16 @@ pub(crate) fn absolute(base: &Url, href: &str) -> Option<Url> {
     Some(u)
 }
 
+/// The hasher of a page's maps of links: seeded at random like the standard one, and quicker
+/// on short strings than its SipHash.
+type Seeded = foldhash::quality::RandomState;
+
 /// A page's base URL and the `href`s it has resolved against it (its first [`MAX_LINKS`]
 /// distinct ones): the links are resolved for the page's links and written again in its
 /// Markdown.
 pub(crate) struct Resolver<'d> {
     base: Url,
-    known: HashMap<&'d str, Option<Url>>,
+    known: HashMap<&'d str, Option<Url>, Seeded>,
 }
 
 impl Resolver<'_> {
@@ -406,7 +410,7 @@ impl Resolver<'_> {
 
 /// The distinct links of `hrefs`, in order, resolved by `resolver` (which keeps them).
 fn links<'d>(hrefs: &[&'d str], resolver: &mut Resolver<'d>, meter: &Meter) -> Vec<Url> {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::with_hasher(Seeded::default());
     let mut out = Vec::new();
     for href in hrefs {
         if out.len() >= MAX_LINKS || !meter.step() {
@@ -450,7 +454,10 @@ fn links_and_metadata<'d>(doc: &'d Html, url: &Url, meter: &Meter) -> (Resolver<
     let (declared, invalid_json_ld) = declared(&head, &base, meter);
     let mut resolver = Resolver {
         base,
-        known: HashMap::with_capacity(head.hrefs.len().min(MAX_LINKS)),
+        known: HashMap::with_capacity_and_hasher(
+            head.hrefs.len().min(MAX_LINKS),
+            Seeded::default(),
+        ),
     };
     let links = links(&head.hrefs, &mut resolver, meter);
     let base = &resolver.base;
