@@ -99,9 +99,14 @@ pub(crate) fn render(
 
 /// The text of an element with each run of white space made one space, and none at its ends.
 fn collapsed_text(el: ElementRef) -> String {
+    collapsed(el.text())
+}
+
+/// `texts` one after another, each run of white space made one space, none at the ends.
+pub(super) fn collapsed<'t>(texts: impl IntoIterator<Item = &'t str>) -> String {
     let mut out = String::new();
     let mut gap = false;
-    for text in el.text() {
+    for text in texts {
         for (i, word) in text.split(char::is_whitespace).enumerate() {
             // Every piece after a text's first follows white space.
             gap |= i > 0;
@@ -186,7 +191,10 @@ fn escape_line_start(line: &str) -> Cow<'_, str> {
 }
 
 /// A table cell's text with every `|` escaped (text escapes its own; code spans do not).
-fn escape_pipes(cell: &str) -> String {
+fn escape_pipes(cell: String) -> String {
+    if !cell.contains('|') {
+        return cell;
+    }
     let mut out = String::with_capacity(cell.len());
     let mut escaped = false;
     for c in cell.chars() {
@@ -270,15 +278,15 @@ fn longest_backtick_run(s: &str) -> usize {
 }
 
 fn indent_item(marker: &str, body: &str) -> String {
-    let pad = " ".repeat(marker.len());
-    let mut out = String::new();
+    let lines = memchr::memchr_iter(b'\n', body.as_bytes()).count() + 1;
+    let mut out = String::with_capacity(body.len() + marker.len() * lines);
     for (i, line) in body.lines().enumerate() {
         if i == 0 {
             out.push_str(marker);
         } else {
             out.push('\n');
             if !line.is_empty() {
-                out.push_str(&pad);
+                out.extend(std::iter::repeat_n(' ', marker.len()));
             }
         }
         out.push_str(line);
@@ -362,7 +370,7 @@ impl Renderer<'_> {
             "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
                 let mut buf = String::new();
                 self.inline_children(el, &mut buf);
-                let title = buf.split_whitespace().collect::<Vec<_>>().join(" ");
+                let title = collapsed([buf.as_str()]);
                 if !title.is_empty() {
                     let level = usize::from(name.as_bytes()[1] - b'0');
                     let heading = if self.md {
@@ -513,9 +521,9 @@ impl Renderer<'_> {
                     .map(|cell| {
                         let mut buf = String::new();
                         self.inline_children(cell, &mut buf);
-                        let text = buf.split_whitespace().collect::<Vec<_>>().join(" ");
+                        let text = collapsed([buf.as_str()]);
                         if self.md {
-                            escape_pipes(&text)
+                            escape_pipes(text)
                         } else {
                             text
                         }
@@ -637,7 +645,7 @@ impl Renderer<'_> {
                 let src = attr(el.value(), local_name!("src")).and_then(|s| self.links.resolve(s));
                 if let Some(src) = src.filter(|s| self.meter.add(s.as_str().len())) {
                     let alt = attr(el.value(), local_name!("alt")).unwrap_or_default();
-                    let alt = alt.split_whitespace().collect::<Vec<_>>().join(" ");
+                    let alt = collapsed([alt]);
                     let alt = alt.replace(['[', ']'], "");
                     buf.push_str("![");
                     buf.push_str(&alt);

@@ -439,7 +439,7 @@ fn links<'d>(hrefs: &[&'d str], resolver: &mut Resolver<'d>, meter: &Meter) -> V
 }
 
 fn non_empty(s: Option<&str>) -> Option<String> {
-    let t = s?.split_whitespace().collect::<Vec<_>>().join(" ");
+    let t = markdown::collapsed([s?]);
     (!t.is_empty()).then_some(t)
 }
 
