@@ -8,6 +8,7 @@ use crate::engine::fetch::Fetched;
 use crate::engine::pdf::PdfError;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use url::Url;
 
 /// A document and the links found on its page.
@@ -60,7 +61,7 @@ fn kind_of(content_type: Option<&str>, body: &[u8], path: &str) -> Option<Kind> 
 }
 
 /// Decodes the body with the charset that the header or (for HTML) a meta tag names.
-fn decode(content_type: Option<&str>, body: &[u8]) -> String {
+fn decode<'b>(content_type: Option<&str>, body: &'b [u8]) -> Cow<'b, str> {
     let label = content_type
         .and_then(|ct| {
             ct.split(';')
@@ -77,7 +78,8 @@ fn decode(content_type: Option<&str>, body: &[u8]) -> String {
     let encoding = label
         .and_then(|l| encoding_rs::Encoding::for_label(l.as_bytes()))
         .unwrap_or(encoding_rs::UTF_8);
-    encoding.decode(body).0.into_owned()
+    // A body already in its charset (UTF-8, nearly always) is read where it lies.
+    encoding.decode(body).0
 }
 
 fn rfc3339(t: DateTime<Utc>) -> String {
@@ -180,7 +182,7 @@ pub(crate) fn build(
             }
             for (format, value) in [("markdown", e.markdown), ("text", e.text), ("html", e.html)] {
                 if let Some(v) = value {
-                    doc.insert(format.into(), json!(v));
+                    doc.insert(format.into(), Value::String(v));
                 }
             }
             e.links
@@ -188,7 +190,7 @@ pub(crate) fn build(
         Kind::Text => {
             for (format, name) in [(Format::Markdown, "markdown"), (Format::Text, "text")] {
                 if opts.wants(format) {
-                    doc.insert(name.into(), json!(source));
+                    doc.insert(name.into(), json!(&*source));
                 }
             }
             if opts.wants(Format::Html) {
@@ -203,7 +205,7 @@ pub(crate) fn build(
         Kind::Pdf | Kind::Docx => Vec::new(),
     };
     if opts.wants(Format::RawHtml) {
-        doc.insert("raw_html".into(), json!(source));
+        doc.insert("raw_html".into(), json!(&*source));
     }
     if opts.wants(Format::Links) {
         let list: Vec<&str> = links.iter().map(Url::as_str).collect();
