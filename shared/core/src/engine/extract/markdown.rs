@@ -97,11 +97,6 @@ pub(crate) fn render(
     blocks.join("\n\n")
 }
 
-/// The text of an element with each run of white space made one space, and none at its ends.
-fn collapsed_text(el: ElementRef) -> String {
-    collapsed(el.text())
-}
-
 /// `texts` one after another, each run of white space made one space, none at the ends.
 pub(super) fn collapsed<'t>(texts: impl IntoIterator<Item = &'t str>) -> String {
     let mut out = String::new();
@@ -123,11 +118,15 @@ pub(super) fn collapsed<'t>(texts: impl IntoIterator<Item = &'t str>) -> String 
     out
 }
 
+/// The characters of Markdown syntax that text always escapes (`_` and `&` only where they
+/// would be read as syntax).
+const SYNTAX: &[u8] = b"\\*`[]<|~";
+
 /// Whether `c` (after `prev`, before `rest`) must be escaped in Markdown text: the characters
 /// of inline syntax, `<` (raw HTML), `&` that would start an entity, and `|` (a table row).
 fn escapes(prev: Option<char>, c: char, rest: &str) -> bool {
     match c {
-        '\\' | '*' | '`' | '[' | ']' | '<' | '|' | '~' => true,
+        _ if u8::try_from(c).is_ok_and(|b| SYNTAX.contains(&b)) => true,
         // An underscore inside a word never starts emphasis in GFM.
         '_' => {
             let inside = prev.is_some_and(char::is_alphanumeric)
@@ -671,7 +670,7 @@ impl Renderer<'_> {
             "em" | "i" if self.md => self.wrapped(el, buf, "*", "*"),
             "del" | "s" | "strike" if self.md => self.wrapped(el, buf, "~~", "~~"),
             "code" | "kbd" | "samp" | "tt" => {
-                let code = collapsed_text(el);
+                let code = collapsed(el.text());
                 if code.is_empty() || !self.meter.add(code.len()) {
                     return;
                 }
@@ -749,12 +748,7 @@ impl Renderer<'_> {
     /// Whether an ASCII byte of text is written as it is: not white space and, in Markdown,
     /// none of the characters [`escapes`] may escape.
     fn plain(&self, b: u8) -> bool {
-        b.is_ascii_graphic()
-            && !(self.md
-                && matches!(
-                    b,
-                    b'\\' | b'*' | b'`' | b'[' | b']' | b'<' | b'|' | b'~' | b'_' | b'&'
-                ))
+        b.is_ascii_graphic() && !(self.md && (SYNTAX.contains(&b) || b == b'_' || b == b'&'))
     }
 }
 
@@ -858,7 +852,7 @@ mod tests {
                 .unwrap();
             let joined: String = code.text().collect();
             let want = joined.split_whitespace().collect::<Vec<_>>().join(" ");
-            assert_eq!(collapsed_text(code), want, "{html:?}");
+            assert_eq!(collapsed(code.text()), want, "{html:?}");
         }
     }
 
