@@ -7,6 +7,7 @@ mod gates;
 mod idempotency;
 mod monitors;
 mod queue;
+mod segment;
 mod signing;
 mod store;
 mod writer;

@@ -6,8 +6,7 @@
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{Job, JobKind, UserId};
 use sarvcrawl_core::ports::{
-    BlobStore, Claim, Clock, CreateOutcome, JobStore, NewNode, SlotClaim, SystemClock, Task,
-    WorkQueue,
+    Claim, Clock, CreateOutcome, JobStore, NewNode, SlotClaim, SystemClock, Task, WorkQueue,
 };
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -261,44 +260,4 @@ async fn a_crawl_stored_with_nodes_keyed_by_url_is_migrated_whole() {
         indexes,
         ["nodes_by_url", "nodes_waiting", "sqlite_autoindex_nodes_1"]
     );
-}
-
-#[tokio::test]
-async fn blobs_round_trip_and_refuse_escaping_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let local = open(dir.path(), Duration::from_secs(1)).unwrap();
-    let blobs: Arc<dyn BlobStore> = local.blobs.clone();
-    blobs
-        .put("u/job/doc.json", bytes::Bytes::from_static(b"{}"))
-        .await
-        .unwrap();
-    assert_eq!(
-        blobs.get("u/job/doc.json").await.unwrap().unwrap(),
-        &b"{}"[..]
-    );
-    assert!(blobs.get("u/job/none.json").await.unwrap().is_none());
-    for bad in ["../x", "u/../../x", "/abs", "a//b", ""] {
-        assert!(blobs.put(bad, bytes::Bytes::new()).await.is_err(), "{bad}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn concurrent_documents_of_one_directory_and_of_many_are_all_written_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let local = open(dir.path(), Duration::from_secs(1)).unwrap();
-    let blobs: Arc<dyn BlobStore> = local.blobs.clone();
-    let mut puts = tokio::task::JoinSet::new();
-    for i in 0..200usize {
-        let blobs = blobs.clone();
-        puts.spawn(async move {
-            let key = format!("u/job{}/doc{i}.json", i % 3);
-            let body = bytes::Bytes::from(vec![b'a' + (i % 26) as u8; 10_000 + i]);
-            blobs.put(&key, body.clone()).await.unwrap();
-            (key, body)
-        });
-    }
-    while let Some(put) = puts.join_next().await {
-        let (key, body) = put.unwrap();
-        assert_eq!(blobs.get(&key).await.unwrap().unwrap(), body, "{key}");
-    }
 }

@@ -20,23 +20,27 @@ fn slow(routes: HashMap<String, Route>, pause: Duration) -> HashMap<String, Rout
         .collect()
 }
 
-/// Files called `name` anywhere under `dir`.
-fn files_named(dir: &std::path::Path, name: &str) -> usize {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| {
-                    let path = e.path();
-                    if path.is_dir() {
-                        files_named(&path, name)
-                    } else {
-                        usize::from(e.file_name() == name)
-                    }
-                })
-                .sum()
-        })
-        .unwrap_or(0)
+/// How many jobs of the local backend's data directory `data` hold a blob called `name`.
+async fn jobs_holding(data: &std::path::Path, name: &str) -> usize {
+    use sarvcrawl_core::ports::BlobStore;
+    let root = data.join("documents");
+    let blobs = sarvcrawl_local::FsBlobs::new(root.clone());
+    let mut held = 0;
+    for user in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        for job in std::fs::read_dir(user.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let key = format!(
+                "{}/{}/{name}",
+                user.file_name().to_string_lossy(),
+                job.file_name().to_string_lossy()
+            );
+            held += usize::from(blobs.get(&key).await.is_ok_and(|b| b.is_some()));
+        }
+    }
+    held
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -204,7 +208,7 @@ async fn one_active_batch_per_user_and_cancel_keeps_what_was_stored() {
     assert_eq!(r.body["error"]["active_job_id"], id);
     if !e2e::server::aws_backend() {
         // The refused batch's list was removed again: one list is stored, the running one's.
-        assert_eq!(files_named(&serve.data_dir, "batch-urls.json"), 1);
+        assert_eq!(jobs_holding(&serve.data_dir, "batch-urls.json").await, 1);
     }
     // A batch's slot is its own: a crawl and a scrape run beside it.
     let crawl = api

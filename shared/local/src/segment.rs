@@ -1,0 +1,265 @@
+//! A directory's small blobs as records appended to one file, found through an index in
+//! memory that is rebuilt from the records' headers when the directory is first used.
+//!
+//! A record is `magic, crc32, name length (u16), body length (u32), kind (u8), name, body`,
+//! little-endian; the checksum covers everything after it. A later record of a name replaces
+//! an earlier one, and a record of kind `DELETED` removes it. A record a crash left torn at the
+//! end is ignored, and cut off before the next record is appended.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A directory's segment file. Keys are made of letters, digits and `/_-.`, so no blob is
+/// named like it.
+pub(crate) const FILE_NAME: &str = "@segment";
+
+/// The largest body kept in a segment: a larger one is a file of its own, so that deleting it
+/// (an upload's input is deleted once read) gives its space back.
+pub(crate) const MAX_BODY: usize = 1 << 20;
+
+const MAGIC: [u8; 4] = *b"SCS1";
+/// Magic, checksum, name length, body length, kind.
+const HEADER: usize = 4 + 4 + 2 + 4 + 1;
+const MAX_NAME: usize = 1024;
+const BLOB: u8 = 1;
+const DELETED: u8 = 0;
+
+/// Where a name's latest record is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Slot {
+    /// A body: the record starts at `at` and is `len` bytes long in all.
+    Blob { at: u64, len: u32 },
+    /// The name was deleted.
+    Deleted,
+}
+
+/// One directory's segment: the open file, its length and where each name's record is.
+pub(crate) struct Segment {
+    path: PathBuf,
+    /// Opened to read and append; `None` until the first record is written.
+    file: Option<Arc<File>>,
+    /// Where the whole records end.
+    len: u64,
+    /// Whether bytes that are no whole record follow them.
+    torn: bool,
+    index: HashMap<String, Slot>,
+}
+
+impl Segment {
+    /// Loads the segment of `dir` (empty when there is none). Loading writes nothing: a
+    /// process that only reads may load a segment another is writing.
+    pub(crate) fn load(dir: &Path) -> io::Result<Segment> {
+        let path = dir.join(FILE_NAME);
+        let file = match OpenOptions::new().read(true).append(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Segment {
+                    path,
+                    file: None,
+                    len: 0,
+                    torn: false,
+                    index: HashMap::new(),
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        let end = file.metadata()?.len();
+        let mut records = headers(&file, end)?;
+        // A crash can leave the last record's length on disk and not all of its bytes.
+        if let Some(last) = records.last() {
+            if read_record(&file, last.at, last.len).is_err() {
+                records.pop();
+            }
+        }
+        let len = records.last().map_or(0, |r| r.at + u64::from(r.len));
+        Ok(Segment {
+            path,
+            file: Some(Arc::new(file)),
+            len,
+            torn: len < end,
+            index: records.into_iter().map(Record::into_entry).collect(),
+        })
+    }
+
+    /// Where the latest record of `name` is, if it has one.
+    pub(crate) fn find(&self, name: &str) -> Option<Slot> {
+        self.index.get(name).copied()
+    }
+
+    /// The file to read a slot from.
+    pub(crate) fn file(&self) -> Option<Arc<File>> {
+        self.file.clone()
+    }
+
+    /// Appends a record of `name`: its body, or its deletion when `body` is `None`.
+    pub(crate) fn append(&mut self, name: &str, body: Option<&[u8]>) -> io::Result<()> {
+        let record = encode(name, body)?;
+        let file = match &self.file {
+            Some(file) => file.clone(),
+            None => {
+                if let Some(dir) = self.path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let file = OpenOptions::new()
+                    .read(true)
+                    .append(true)
+                    .create(true)
+                    .open(&self.path)?;
+                self.len = file.metadata()?.len();
+                let file = Arc::new(file);
+                self.file = Some(file.clone());
+                file
+            }
+        };
+        if self.torn {
+            tracing::warn!(path = %self.path.display(), kept = self.len, "segment: torn tail cut off");
+            file.set_len(self.len)?;
+            self.torn = false;
+        }
+        if let Err(e) = (&*file).write_all(&record) {
+            // A record half written would hide every one after it: take it back.
+            let _ = file.set_len(self.len);
+            return Err(e);
+        }
+        let len = record.len() as u32;
+        let slot = match body {
+            Some(_) => Slot::Blob { at: self.len, len },
+            None => Slot::Deleted,
+        };
+        self.len += u64::from(len);
+        self.index.insert(name.to_owned(), slot);
+        Ok(())
+    }
+}
+
+/// The body of the record at `at`, `len` bytes long, checked against its checksum.
+pub(crate) fn read_record(file: &File, at: u64, len: u32) -> io::Result<Vec<u8>> {
+    let mut record = vec![0; len as usize];
+    file.read_exact_at(&mut record, at)?;
+    let header = parse_header(&record).ok_or_else(|| corrupt(at, "header"))?;
+    if header.total() != len as usize || checksum(&record[8..]) != header.crc {
+        return Err(corrupt(at, "checksum"));
+    }
+    record.drain(..HEADER + header.name_len);
+    Ok(record)
+}
+
+/// One record's header.
+struct Header {
+    crc: u32,
+    name_len: usize,
+    body_len: usize,
+    kind: u8,
+}
+
+impl Header {
+    fn total(&self) -> usize {
+        HEADER + self.name_len + self.body_len
+    }
+}
+
+fn parse_header(bytes: &[u8]) -> Option<Header> {
+    let bytes: &[u8; HEADER] = bytes.get(..HEADER)?.try_into().ok()?;
+    let [m0, m1, m2, m3, c0, c1, c2, c3, n0, n1, b0, b1, b2, b3, kind] = *bytes;
+    let header = Header {
+        crc: u32::from_le_bytes([c0, c1, c2, c3]),
+        name_len: usize::from(u16::from_le_bytes([n0, n1])),
+        body_len: u32::from_le_bytes([b0, b1, b2, b3]) as usize,
+        kind,
+    };
+    let valid = [m0, m1, m2, m3] == MAGIC
+        && (1..=MAX_NAME).contains(&header.name_len)
+        && header.body_len <= MAX_BODY
+        && (kind == BLOB || (kind == DELETED && header.body_len == 0));
+    valid.then_some(header)
+}
+
+/// A record as its header describes it.
+struct Record {
+    name: String,
+    at: u64,
+    len: u32,
+    kind: u8,
+}
+
+impl Record {
+    /// The record as the index keeps it.
+    fn into_entry(self) -> (String, Slot) {
+        let slot = match self.kind {
+            BLOB => Slot::Blob {
+                at: self.at,
+                len: self.len,
+            },
+            _ => Slot::Deleted,
+        };
+        (self.name, slot)
+    }
+}
+
+/// The records whose headers and names are whole, in order, up to the first that is not.
+fn headers(file: &File, end: u64) -> io::Result<Vec<Record>> {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut records = Vec::new();
+    let mut at = 0u64;
+    let mut head = [0u8; HEADER];
+    while end - at >= HEADER as u64 {
+        reader.read_exact(&mut head)?;
+        let Some(header) = parse_header(&head) else {
+            break;
+        };
+        let len = header.total() as u64;
+        if at + len > end {
+            break;
+        }
+        let mut name = vec![0; header.name_len];
+        reader.read_exact(&mut name)?;
+        let Ok(name) = String::from_utf8(name) else {
+            break;
+        };
+        reader.seek_relative(header.body_len as i64)?;
+        records.push(Record {
+            name,
+            at,
+            len: len as u32,
+            kind: header.kind,
+        });
+        at += len;
+    }
+    Ok(records)
+}
+
+fn encode(name: &str, body: Option<&[u8]>) -> io::Result<Vec<u8>> {
+    let body_bytes = body.unwrap_or_default();
+    if name.is_empty() || name.len() > MAX_NAME || body_bytes.len() > MAX_BODY {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "segment: name or body out of bounds",
+        ));
+    }
+    let mut record = Vec::with_capacity(HEADER + name.len() + body_bytes.len());
+    record.extend_from_slice(&MAGIC);
+    record.extend_from_slice(&[0; 4]);
+    record.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    record.extend_from_slice(&(body_bytes.len() as u32).to_le_bytes());
+    record.push(if body.is_some() { BLOB } else { DELETED });
+    record.extend_from_slice(name.as_bytes());
+    record.extend_from_slice(body_bytes);
+    let crc = checksum(&record[8..]);
+    record[4..8].copy_from_slice(&crc.to_le_bytes());
+    Ok(record)
+}
+
+fn checksum(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+fn corrupt(at: u64, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("segment record at {at}: bad {what}"),
+    )
+}
