@@ -14,6 +14,8 @@
 #   RENDER=1 bash bench/crawl.sh   # 200 rendered pages, 4 at once
 #   LOAD=300 bash bench/crawl.sh   # and 300 users submit a scrape each meanwhile, the crawl's
 #                                  # status polled all along: their latencies (bench/load.py)
+#   READS=5 SITE=docs bash bench/crawl.sh  # then every document read 5 times through the
+#                                          # job's results: the server's CPU per document read
 #   BACKEND=aws bash bench/crawl.sh  # the worker path: DynamoDB, SQS and S3 on the emulator
 #                                    # (its own CPU is not counted; pages/s are the emulator's)
 set -euo pipefail
@@ -81,6 +83,12 @@ cpu1=$(cpu)
 [ -z "$load_pid" ] || wait "$load_pid"
 # DUMP=FILE: every document of the crawl into FILE (to compare two builds' output).
 [ -z "${DUMP:-}" ] || python3 bench/dump.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001 "$DUMP"
+reads=
+if [ -n "${READS:-}" ]; then
+  read_cpu0=$(cpu)
+  reads=$(python3 bench/reads.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001 "$READS")
+  read_cpu1=$(cpu)
+fi
 rss_kb=$(awk '/^VmHWM/ {print $2}' "/proc/$serve_pid/status")
 # The server prints its CPU time by stage when it stops.
 kill -TERM "$serve_pid"
@@ -89,6 +97,11 @@ stages=$(sed -n 's/.*stage-cpu //p' "$work/serve.log")
 [ -n "$stages" ] || stages='{}'
 echo "$status" | python3 bench/report.py "$cpu1" "$cpu0" "$rss_kb" "$stages"
 [ -z "$load_pid" ] || cat "$work/load.txt"
+if [ -n "$reads" ]; then
+  echo "$reads" | head -1
+  python3 -c 'import sys; a, b, n = map(float, sys.argv[1:]); print(f"read CPU          {(b - a) * 1e6 / n:.0f} us a document (server process)")' \
+    "$read_cpu0" "$read_cpu1" "$(echo "$reads" | tail -1)"
+fi
 [ -n "${DEBUG:-}" ] && echo "$status" && cat "$work/nginx-error.log"
 size=$(du -sb "$work/site" | cut -f1)
 echo "site              $SITE, $PAGES pages, $((size / PAGES / 1024)) KB average"

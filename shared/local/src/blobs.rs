@@ -1,35 +1,77 @@
 //! Documents under the data directory: a directory's small blobs appended to its segment
 //! file, larger ones each a file of its own, written atomically.
 
-use crate::segment::{self, Segment, Slot};
+use crate::segment::{self, Index, Segment, Slot};
 use async_trait::async_trait;
 use bytes::Bytes;
 use sarvcrawl_core::ports::{BlobStore, StoreError, StoreResult};
 use sarvcrawl_core::stages;
 use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{Mutex as Turn, OwnedMutexGuard};
 
 /// How many directories' segments are kept loaded (their index and an open file) when none
 /// is in use.
 const LOADED: usize = 64;
 
-/// A directory's segment, loaded on first use. Its turn is held while it is loaded or
-/// written, and while a record is looked up.
-type Shared = Arc<Turn<Option<Segment>>>;
-
 /// Blob store over a directory.
 pub struct FsBlobs {
     root: PathBuf,
-    segments: Mutex<HashMap<PathBuf, Shared>>,
+    dirs: Mutex<HashMap<PathBuf, Arc<Dir>>>,
+}
+
+/// A directory's segment, loaded on first use.
+#[derive(Default)]
+struct Dir {
+    /// Held to load the segment and to write to it: one writer at a time.
+    turn: Arc<Turn<Option<Segment>>>,
+    /// What readers look up, without the turn: set when the segment is loaded, changed after
+    /// each record is written.
+    view: RwLock<Option<View>>,
+}
+
+struct View {
+    file: Option<Arc<File>>,
+    index: Index,
+}
+
+impl Dir {
+    /// Where `name`'s latest record is and the file to read it from; `None` until loaded.
+    fn find(&self, name: &str) -> Option<(Option<Slot>, Option<Arc<File>>)> {
+        let view = self.view.read().unwrap_or_else(|e| e.into_inner());
+        let view = view.as_ref()?;
+        Some((view.index.get(name).copied(), view.file.clone()))
+    }
+
+    /// Whether `name` has a body in the segment.
+    fn holds(&self, name: &str) -> bool {
+        matches!(self.find(name), Some((Some(Slot::Blob { .. }), _)))
+    }
+
+    /// Appends a record of `name` (a body, or its deletion) and shows it to readers.
+    fn append(
+        &self,
+        segment: &mut Segment,
+        name: &str,
+        body: Option<&[u8]>,
+    ) -> std::io::Result<()> {
+        let slot = segment.append(name, body)?;
+        let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(view) = view.as_mut() {
+            view.file = segment.file();
+            view.index.insert(name.to_owned(), slot);
+        }
+        Ok(())
+    }
 }
 
 impl FsBlobs {
     pub fn new(root: PathBuf) -> Self {
         FsBlobs {
             root,
-            segments: Mutex::default(),
+            dirs: Mutex::default(),
         }
     }
 
@@ -52,25 +94,47 @@ impl FsBlobs {
         })
     }
 
-    /// The loaded segment of `dir`, its turn taken.
-    async fn segment(&self, dir: &Path) -> StoreResult<OwnedMutexGuard<Option<Segment>>> {
-        let shared = {
-            let mut segments = self.segments.lock().unwrap_or_else(|e| e.into_inner());
-            if segments.len() >= LOADED && !segments.contains_key(dir) {
-                segments.retain(|_, s| Arc::strong_count(s) > 1);
-            }
-            segments.entry(dir.to_path_buf()).or_default().clone()
-        };
-        let mut turn = shared.lock_owned().await;
+    fn dir(&self, path: &Path) -> Arc<Dir> {
+        let mut dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
+        if dirs.len() >= LOADED && !dirs.contains_key(path) {
+            dirs.retain(|_, d| Arc::strong_count(d) > 1);
+        }
+        dirs.entry(path.to_path_buf()).or_default().clone()
+    }
+
+    /// The segment of `path`, loaded, and its turn taken.
+    async fn turn(&self, path: &Path) -> StoreResult<(Arc<Dir>, OwnedMutexGuard<Option<Segment>>)> {
+        let dir = self.dir(path);
+        let mut turn = dir.turn.clone().lock_owned().await;
         if turn.is_none() {
-            let dir = dir.to_path_buf();
+            let (loading, path) = (dir.clone(), path.to_path_buf());
             turn = blocking(move || {
-                *turn = Some(Segment::load(&dir)?);
+                let (segment, index) = Segment::load(&path)?;
+                let view = View {
+                    file: segment.file(),
+                    index,
+                };
+                *loading.view.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
+                *turn = Some(segment);
                 Ok(turn)
             })
             .await?;
         }
-        Ok(turn)
+        Ok((dir, turn))
+    }
+
+    /// Where `name`'s latest record in the segment of `path` is, and the file to read it from.
+    async fn find(
+        &self,
+        path: &Path,
+        name: &str,
+    ) -> StoreResult<(Option<Slot>, Option<Arc<File>>)> {
+        let dir = self.dir(path);
+        if let Some(found) = dir.find(name) {
+            return Ok(found);
+        }
+        let (dir, _turn) = self.turn(path).await?;
+        Ok(dir.find(name).unwrap_or_default())
     }
 }
 
@@ -97,21 +161,21 @@ fn loaded(turn: &mut Option<Segment>) -> std::io::Result<&mut Segment> {
 #[async_trait]
 impl BlobStore for FsBlobs {
     async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
-        let (dir, name) = self.place(key)?;
-        let mut turn = self.segment(&dir).await?;
+        let (path, name) = self.place(key)?;
+        let (dir, mut turn) = self.turn(&path).await?;
         blocking(move || {
             let segment = loaded(&mut turn)?;
             if body.len() <= segment::MAX_BODY {
-                return segment.append(&name, Some(&body));
+                return dir.append(segment, &name, Some(&body));
             }
-            std::fs::create_dir_all(&dir)?;
-            let path = dir.join(&name);
-            let tmp = path.with_extension(format!("tmp-{}", ulid::Ulid::new()));
+            std::fs::create_dir_all(&path)?;
+            let file = path.join(&name);
+            let tmp = file.with_extension(format!("tmp-{}", ulid::Ulid::new()));
             std::fs::write(&tmp, &body)?;
-            std::fs::rename(&tmp, &path)?;
+            std::fs::rename(&tmp, &file)?;
             // A body kept in the segment before would be found first.
-            if matches!(segment.find(&name), Some(Slot::Blob { .. })) {
-                segment.append(&name, None)?;
+            if dir.holds(&name) {
+                dir.append(segment, &name, None)?;
             }
             Ok(())
         })
@@ -119,18 +183,14 @@ impl BlobStore for FsBlobs {
     }
 
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {
-        let (dir, name) = self.place(key)?;
-        let (slot, file) = {
-            let mut turn = self.segment(&dir).await?;
-            let segment = loaded(&mut turn).map_err(StoreError::new)?;
-            (segment.find(&name), segment.file())
-        };
-        blocking(move || match (slot, file) {
+        let (path, name) = self.place(key)?;
+        let found = self.find(&path, &name).await?;
+        blocking(move || match found {
             (Some(Slot::Blob { at, len }), Some(file)) => {
-                segment::read_record(&file, at, len).map(|body| Some(Bytes::from(body)))
+                segment::read_record(&file, at, len).map(Some)
             }
             // A blob too large for the segment, or one written before segments were.
-            _ => match std::fs::read(dir.join(&name)) {
+            _ => match std::fs::read(path.join(&name)) {
                 Ok(body) => Ok(Some(Bytes::from(body))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(e),
@@ -140,14 +200,14 @@ impl BlobStore for FsBlobs {
     }
 
     async fn delete(&self, key: &str) -> StoreResult<()> {
-        let (dir, name) = self.place(key)?;
-        let mut turn = self.segment(&dir).await?;
+        let (path, name) = self.place(key)?;
+        let (dir, mut turn) = self.turn(&path).await?;
         blocking(move || {
             let segment = loaded(&mut turn)?;
-            if matches!(segment.find(&name), Some(Slot::Blob { .. })) {
-                segment.append(&name, None)?;
+            if dir.holds(&name) {
+                dir.append(segment, &name, None)?;
             }
-            match std::fs::remove_file(dir.join(&name)) {
+            match std::fs::remove_file(path.join(&name)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
                 _ => Ok(()),
             }

@@ -6,6 +6,7 @@
 //! an earlier one, and a record of kind `DELETED` removes it. A record a crash left torn at the
 //! end is ignored, and cut off before the next record is appended.
 
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
@@ -37,7 +38,10 @@ pub(crate) enum Slot {
     Deleted,
 }
 
-/// One directory's segment: the open file, its length and where each name's record is.
+/// The index of a segment: where each name's latest record is.
+pub(crate) type Index = HashMap<String, Slot>;
+
+/// One directory's segment, as its writer needs it: the open file and where its records end.
 pub(crate) struct Segment {
     path: PathBuf,
     /// Opened to read and append; `None` until the first record is written.
@@ -46,24 +50,23 @@ pub(crate) struct Segment {
     len: u64,
     /// Whether bytes that are no whole record follow them.
     torn: bool,
-    index: HashMap<String, Slot>,
 }
 
 impl Segment {
-    /// Loads the segment of `dir` (empty when there is none). Loading writes nothing: a
-    /// process that only reads may load a segment another is writing.
-    pub(crate) fn load(dir: &Path) -> io::Result<Segment> {
+    /// Loads the segment of `dir` (empty when there is none) and its index. Loading writes
+    /// nothing: a process that only reads may load a segment another is writing.
+    pub(crate) fn load(dir: &Path) -> io::Result<(Segment, Index)> {
         let path = dir.join(FILE_NAME);
         let file = match OpenOptions::new().read(true).append(true).open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(Segment {
+                let empty = Segment {
                     path,
                     file: None,
                     len: 0,
                     torn: false,
-                    index: HashMap::new(),
-                })
+                };
+                return Ok((empty, Index::new()));
             }
             Err(e) => return Err(e),
         };
@@ -76,27 +79,25 @@ impl Segment {
             }
         }
         let len = records.last().map_or(0, |r| r.at + u64::from(r.len));
-        Ok(Segment {
+        let segment = Segment {
             path,
             file: Some(Arc::new(file)),
             len,
             torn: len < end,
-            index: records.into_iter().map(Record::into_entry).collect(),
-        })
+        };
+        Ok((
+            segment,
+            records.into_iter().map(Record::into_entry).collect(),
+        ))
     }
 
-    /// Where the latest record of `name` is, if it has one.
-    pub(crate) fn find(&self, name: &str) -> Option<Slot> {
-        self.index.get(name).copied()
-    }
-
-    /// The file to read a slot from.
+    /// The file to read slots from.
     pub(crate) fn file(&self) -> Option<Arc<File>> {
         self.file.clone()
     }
 
-    /// Appends a record of `name`: its body, or its deletion when `body` is `None`.
-    pub(crate) fn append(&mut self, name: &str, body: Option<&[u8]>) -> io::Result<()> {
+    /// Appends a record of `name`: its body, or its deletion when `body` is `None`; where it is.
+    pub(crate) fn append(&mut self, name: &str, body: Option<&[u8]>) -> io::Result<Slot> {
         let record = encode(name, body)?;
         let file = match &self.file {
             Some(file) => file.clone(),
@@ -131,21 +132,19 @@ impl Segment {
             None => Slot::Deleted,
         };
         self.len += u64::from(len);
-        self.index.insert(name.to_owned(), slot);
-        Ok(())
+        Ok(slot)
     }
 }
 
 /// The body of the record at `at`, `len` bytes long, checked against its checksum.
-pub(crate) fn read_record(file: &File, at: u64, len: u32) -> io::Result<Vec<u8>> {
+pub(crate) fn read_record(file: &File, at: u64, len: u32) -> io::Result<Bytes> {
     let mut record = vec![0; len as usize];
     file.read_exact_at(&mut record, at)?;
     let header = parse_header(&record).ok_or_else(|| corrupt(at, "header"))?;
     if header.total() != len as usize || checksum(&record[8..]) != header.crc {
         return Err(corrupt(at, "checksum"));
     }
-    record.drain(..HEADER + header.name_len);
-    Ok(record)
+    Ok(Bytes::from(record).slice(HEADER + header.name_len..))
 }
 
 /// One record's header.
