@@ -50,18 +50,32 @@ impl Dir {
         matches!(self.find(name), Some((Some(Slot::Blob { .. }), _)))
     }
 
-    /// Appends a record of `name` (a body, or its deletion) and shows it to readers.
+    /// Appends a record of `name` (a body, or its deletion) and shows it to readers; compacts
+    /// the segment when most of it no longer counts.
     fn append(
         &self,
         segment: &mut Segment,
         name: &str,
         body: Option<&[u8]>,
     ) -> std::io::Result<()> {
-        let slot = segment.append(name, body)?;
+        let before = self.find(name).and_then(|(slot, _)| slot);
+        let slot = segment.append(name, body, before)?;
         let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(view) = view.as_mut() {
-            view.file = segment.file();
-            view.index.insert(name.to_owned(), slot);
+        let Some(view) = view.as_mut() else {
+            return Ok(());
+        };
+        view.file = segment.file();
+        view.index.insert(name.to_owned(), slot);
+        if segment.wasteful() {
+            // The record is written: a compaction that fails leaves the segment as it was,
+            // to be tried again at the next write.
+            match segment.compact(&view.index) {
+                Ok(index) => {
+                    view.index = index;
+                    view.file = segment.file();
+                }
+                Err(e) => tracing::warn!(error = %e, "segment: compaction failed"),
+            }
         }
         Ok(())
     }

@@ -22,6 +22,12 @@ pub(crate) const FILE_NAME: &str = "@segment";
 /// (an upload's input is deleted once read) gives its space back.
 pub(crate) const MAX_BODY: usize = 1 << 20;
 
+/// A segment being compacted, renamed over the segment when whole.
+const COMPACTING: &str = "@segment.new";
+
+/// Dead bytes below which a segment is not compacted, whatever their share.
+const COMPACT_AT: u64 = 1 << 20;
+
 const MAGIC: [u8; 4] = *b"SCS1";
 /// Magic, checksum, name length, body length, kind.
 const HEADER: usize = 4 + 4 + 2 + 4 + 1;
@@ -38,6 +44,16 @@ pub(crate) enum Slot {
     Deleted,
 }
 
+impl Slot {
+    /// The bytes of the segment the slot keeps alive.
+    fn bytes(&self) -> u64 {
+        match self {
+            Slot::Blob { len, .. } => u64::from(*len),
+            Slot::Deleted => 0,
+        }
+    }
+}
+
 /// The index of a segment: where each name's latest record is.
 pub(crate) type Index = HashMap<String, Slot>;
 
@@ -50,6 +66,8 @@ pub(crate) struct Segment {
     len: u64,
     /// Whether bytes that are no whole record follow them.
     torn: bool,
+    /// Bytes of records that no longer count: bodies replaced or deleted, and the deletions.
+    dead: u64,
 }
 
 impl Segment {
@@ -65,6 +83,7 @@ impl Segment {
                     file: None,
                     len: 0,
                     torn: false,
+                    dead: 0,
                 };
                 return Ok((empty, Index::new()));
             }
@@ -79,16 +98,15 @@ impl Segment {
             }
         }
         let len = records.last().map_or(0, |r| r.at + u64::from(r.len));
+        let index: Index = records.into_iter().map(Record::into_entry).collect();
         let segment = Segment {
             path,
             file: Some(Arc::new(file)),
             len,
             torn: len < end,
+            dead: len - index.values().map(Slot::bytes).sum::<u64>(),
         };
-        Ok((
-            segment,
-            records.into_iter().map(Record::into_entry).collect(),
-        ))
+        Ok((segment, index))
     }
 
     /// The file to read slots from.
@@ -96,8 +114,14 @@ impl Segment {
         self.file.clone()
     }
 
-    /// Appends a record of `name`: its body, or its deletion when `body` is `None`; where it is.
-    pub(crate) fn append(&mut self, name: &str, body: Option<&[u8]>) -> io::Result<Slot> {
+    /// Appends a record of `name`: its body, or its deletion when `body` is `None`; where it
+    /// is. `before` is where the name's record was.
+    pub(crate) fn append(
+        &mut self,
+        name: &str,
+        body: Option<&[u8]>,
+        before: Option<Slot>,
+    ) -> io::Result<Slot> {
         let record = encode(name, body)?;
         let file = match &self.file {
             Some(file) => file.clone(),
@@ -132,7 +156,47 @@ impl Segment {
             None => Slot::Deleted,
         };
         self.len += u64::from(len);
+        self.dead += before.map_or(0, |b| b.bytes()) + u64::from(len) - slot.bytes();
         Ok(slot)
+    }
+
+    /// Whether most of the segment is records that no longer count (a blob written over and
+    /// over, as a monitor's snapshot is), enough of them to be worth copying the rest.
+    pub(crate) fn wasteful(&self) -> bool {
+        self.dead >= COMPACT_AT && self.dead * 2 > self.len
+    }
+
+    /// Copies the bodies `index` points at into a new segment that replaces this one, and
+    /// returns its index. Readers holding the old file read it to the end; deletions are
+    /// dropped (a name deleted and a name never written read alike).
+    pub(crate) fn compact(&mut self, index: &Index) -> io::Result<Index> {
+        let Some(from) = self.file.clone() else {
+            return Ok(index.clone());
+        };
+        let new = self.path.with_file_name(COMPACTING);
+        let mut out = io::BufWriter::new(File::create(&new)?);
+        // The handle the segment goes on with, open before the rename so nothing after it
+        // can fail.
+        let kept = OpenOptions::new().read(true).append(true).open(&new)?;
+        let mut compacted = Index::with_capacity(index.len());
+        let mut at = 0u64;
+        let mut record = Vec::new();
+        for (name, slot) in index {
+            if let Slot::Blob { at: was, len } = *slot {
+                record.resize(len as usize, 0);
+                from.read_exact_at(&mut record, was)?;
+                out.write_all(&record)?;
+                compacted.insert(name.clone(), Slot::Blob { at, len });
+                at += u64::from(len);
+            }
+        }
+        out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        std::fs::rename(&new, &self.path)?;
+        self.file = Some(Arc::new(kept));
+        self.len = at;
+        self.torn = false;
+        self.dead = 0;
+        Ok(compacted)
     }
 }
 

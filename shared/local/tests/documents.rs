@@ -250,3 +250,61 @@ async fn documents_written_as_files_before_segments_are_still_read_and_deleted()
     assert!(blobs.get("u/job/old.json").await.unwrap().is_none());
     assert_eq!(files_in(&job), ["@segment"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blob_written_over_and_over_leaves_its_segment_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = segment(dir.path(), "monitor");
+    let snapshot = |n: usize| Bytes::from(format!("{n:08}").repeat(8 * 1024));
+    {
+        let blobs = open(dir.path());
+        for i in 0..10 {
+            let key = format!("u/monitor/{i}.json");
+            blobs.put(&key, body(i)).await.unwrap();
+        }
+        // A reader all along: compactions move the documents under it.
+        let reader = {
+            let blobs = blobs.clone();
+            tokio::spawn(async move {
+                for _ in 0..2000 {
+                    let got = blobs.get("u/monitor/5.json").await.unwrap();
+                    assert_eq!(got.unwrap(), body(5));
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let mut largest = 0;
+        for n in 0..200 {
+            blobs
+                .put("u/monitor/snapshot.md", snapshot(n))
+                .await
+                .unwrap();
+            if n % 3 == 0 {
+                blobs.delete("u/monitor/0.json").await.unwrap();
+                blobs.put("u/monitor/0.json", body(n)).await.unwrap();
+            }
+            largest = largest.max(std::fs::metadata(&path).unwrap().len());
+            let got = blobs.get("u/monitor/snapshot.md").await.unwrap();
+            assert_eq!(got.unwrap(), snapshot(n), "{n}");
+        }
+        // 200 snapshots of 64 KiB were written (12.5 MiB); at most 1 MiB of them is dead
+        // before half the segment is.
+        assert!(largest < 2_500_000, "the segment grew to {largest} bytes");
+        reader.await.unwrap();
+    }
+    let blobs = open(dir.path());
+    let snap = blobs.get("u/monitor/snapshot.md").await.unwrap();
+    assert_eq!(snap.unwrap(), snapshot(199));
+    assert_eq!(
+        blobs.get("u/monitor/0.json").await.unwrap().unwrap(),
+        body(198)
+    );
+    for i in 1..10 {
+        let got = blobs.get(&format!("u/monitor/{i}.json")).await.unwrap();
+        assert_eq!(got.unwrap(), body(i), "{i}");
+    }
+    assert_eq!(
+        files_in(&dir.path().join("documents/u/monitor")),
+        ["@segment"]
+    );
+}
