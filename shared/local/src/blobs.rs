@@ -60,19 +60,29 @@ impl Dir {
     ) -> std::io::Result<()> {
         let before = self.find(name).and_then(|(slot, _)| slot);
         let slot = segment.append(name, body, before)?;
-        let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
-        let Some(view) = view.as_mut() else {
-            return Ok(());
-        };
-        view.file = segment.file();
-        view.index.insert(name.to_owned(), slot);
+        {
+            let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
+            let Some(view) = view.as_mut() else {
+                return Ok(());
+            };
+            view.file = segment.file();
+            view.index.insert(name.to_owned(), slot);
+        }
         if segment.wasteful() {
-            // The record is written: a compaction that fails leaves the segment as it was,
-            // to be tried again at the next write.
-            match segment.compact(&view.index) {
+            // Readers go on reading the old file while the new one is written; they see the
+            // new one and its index together. The record is written: a compaction that fails
+            // leaves the segment as it was, to be tried again at the next write.
+            let compacted = match &*self.view.read().unwrap_or_else(|e| e.into_inner()) {
+                Some(view) => segment.compact(&view.index),
+                None => return Ok(()),
+            };
+            match compacted {
                 Ok(index) => {
-                    view.index = index;
-                    view.file = segment.file();
+                    let view = View {
+                        file: segment.file(),
+                        index,
+                    };
+                    *self.view.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
                 }
                 Err(e) => tracing::warn!(error = %e, "segment: compaction failed"),
             }
@@ -82,6 +92,7 @@ impl Dir {
 }
 
 impl FsBlobs {
+    /// The store of the blobs under `root`.
     pub fn new(root: PathBuf) -> Self {
         FsBlobs {
             root,
@@ -108,6 +119,8 @@ impl FsBlobs {
         })
     }
 
+    /// The entry of the directory `path`, made on first use; idle entries are let go once
+    /// [`LOADED`] are kept.
     fn dir(&self, path: &Path) -> Arc<Dir> {
         let mut dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
         if dirs.len() >= LOADED && !dirs.contains_key(path) {
