@@ -81,6 +81,8 @@ fi
 status=$(python3 bench/wait.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001)
 cpu1=$(cpu)
 [ -z "$load_pid" ] || wait "$load_pid"
+# The peak of the crawl (and the load), before a dump or the reads below read documents back.
+rss_kb=$(awk '/^VmHWM/ {print $2}' "/proc/$serve_pid/status")
 # DUMP=FILE: every document of the crawl into FILE (to compare two builds' output).
 [ -z "${DUMP:-}" ] || python3 bench/dump.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001 "$DUMP"
 reads=
@@ -89,7 +91,6 @@ if [ -n "${READS:-}" ]; then
   reads=$(python3 bench/reads.py "127.0.0.1:$api_port" "$job" bench-crawler-key-0001 "$READS")
   read_cpu1=$(cpu)
 fi
-rss_kb=$(awk '/^VmHWM/ {print $2}' "/proc/$serve_pid/status")
 # The server prints its CPU time by stage when it stops.
 kill -TERM "$serve_pid"
 wait "$serve_pid" || true
