@@ -1,7 +1,7 @@
 //! What only the embedded adapters do, on a real database on disk: the SQLite work queue's
 //! visibility and receive counts, a data directory's lock, tasks a dead process left behind,
-//! schema migrations, and document keys that must stay inside the data directory. The store
-//! ports' contract, which both backends share, is tested on both in `tests/tests/store.rs`.
+//! and schema migrations (the documents are `documents.rs`'s). The store ports' contract,
+//! which both backends share, is tested on both in `tests/tests/suite/store.rs`.
 
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{Job, JobKind, UserId};

@@ -37,7 +37,10 @@ async fn jobs_holding(data: &std::path::Path, name: &str) -> usize {
                 user.file_name().to_string_lossy(),
                 job.file_name().to_string_lossy()
             );
-            held += usize::from(blobs.get(&key).await.is_ok_and(|b| b.is_some()));
+            match blobs.get(&key).await {
+                Ok(blob) => held += usize::from(blob.is_some()),
+                Err(e) => panic!("{key}: {e}"),
+            }
         }
     }
     held
