@@ -93,6 +93,17 @@ pub fn current() -> Option<Stage> {
     ACTIVE.with(|a| a.get().map(|(s, _)| s))
 }
 
+/// Runs blocking work on tokio's blocking pool, its CPU counted in the caller's stage.
+pub fn spawn_blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let stage = current();
+    tokio::task::spawn_blocking(move || {
+        let _in = enter(stage);
+        work()
+    })
+}
+
 /// Counts this thread's CPU time as `stage` until the guard is dropped.
 #[must_use]
 pub struct Guard {

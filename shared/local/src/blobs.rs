@@ -165,18 +165,14 @@ impl FsBlobs {
     }
 }
 
-/// Runs blocking file work off the runtime, its CPU counted in the caller's stage.
+/// Runs blocking file work off the runtime, its errors as the store's.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> StoreResult<T> {
-    let stage = stages::current();
-    tokio::task::spawn_blocking(move || {
-        let _in = stages::enter(stage);
-        work()
-    })
-    .await
-    .map_err(StoreError::new)?
-    .map_err(StoreError::new)
+    stages::spawn_blocking(work)
+        .await
+        .map_err(StoreError::new)?
+        .map_err(StoreError::new)
 }
 
 /// The segment a turn guards; it is loaded before the turn is handed out.

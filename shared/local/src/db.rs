@@ -385,9 +385,8 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let (db, stage) = (self.clone(), stages::current());
-        tokio::task::spawn_blocking(move || {
-            let _in = stages::enter(stage);
+        let db = self.clone();
+        stages::spawn_blocking(move || {
             let conn = db.reader.lock().unwrap_or_else(|p| p.into_inner());
             f(&conn)
         })

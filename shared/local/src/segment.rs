@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 /// A directory's segment file. Keys are made of letters, digits and `/_-.`, so no blob is
 /// named like it.
-pub(crate) const FILE_NAME: &str = "@segment";
+const FILE_NAME: &str = "@segment";
 
 /// The largest body kept in a segment: a larger one is a file of its own, so that deleting it
 /// (an upload's input is deleted once read) gives its space back.
