@@ -6,6 +6,8 @@ pub mod batch;
 pub mod cancel;
 pub mod crawl;
 mod document;
+#[cfg(test)]
+mod fakes;
 mod frontier;
 pub mod map;
 pub mod model;

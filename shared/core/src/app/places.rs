@@ -116,43 +116,13 @@ async fn give_back(gates: &Arc<dyn Gates>, gate: &str, held: &Held) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fakes::OnePlace;
     use super::*;
-    use crate::ports::StoreResult;
-    use async_trait::async_trait;
-
-    /// Gates that nothing is asked of: the places under test never leave the process.
-    struct Untouched;
-
-    #[async_trait]
-    impl Gates for Untouched {
-        async fn enter(
-            &self,
-            _: &str,
-            _: u32,
-            _: &str,
-            _: DateTime<Utc>,
-        ) -> StoreResult<Option<u32>> {
-            unreachable!("no place is taken from the store here")
-        }
-
-        async fn leave(&self, _: &str, _: u32, _: &str) -> StoreResult<()> {
-            Ok(())
-        }
-
-        async fn book(
-            &self,
-            _: &str,
-            _: Duration,
-            now: DateTime<Utc>,
-        ) -> StoreResult<DateTime<Utc>> {
-            Ok(now)
-        }
-    }
 
     #[tokio::test]
     async fn a_place_kept_wakes_a_request_waiting_for_one_at_once() {
         let places = Arc::new(Places::default());
-        let gates: Arc<dyn Gates> = Arc::new(Untouched);
+        let gates: Arc<dyn Gates> = Arc::new(OnePlace::default());
         let held = Held {
             place: 3,
             holder: "h".into(),

@@ -294,55 +294,13 @@ async fn store_robots(blobs: &dyn BlobStore, key: &str, file: &RobotsFile) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fakes::OnePlace;
     use super::*;
     use crate::ports::SystemClock;
     use async_trait::async_trait;
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
-
-    /// One gate of one place, held by at most one holder; counts the places given back.
-    #[derive(Default)]
-    struct OnePlace {
-        holder: Mutex<Option<String>>,
-        left: AtomicUsize,
-    }
-
-    #[async_trait]
-    impl Gates for OnePlace {
-        async fn enter(
-            &self,
-            _: &str,
-            _: u32,
-            holder: &str,
-            _: DateTime<Utc>,
-        ) -> StoreResult<Option<u32>> {
-            let mut held = self.holder.lock().unwrap();
-            if held.is_some() {
-                return Ok(None);
-            }
-            *held = Some(holder.to_string());
-            Ok(Some(0))
-        }
-
-        async fn leave(&self, _: &str, _: u32, holder: &str) -> StoreResult<()> {
-            let mut held = self.holder.lock().unwrap();
-            if held.as_deref() == Some(holder) {
-                *held = None;
-                self.left.fetch_add(1, Ordering::SeqCst);
-            }
-            Ok(())
-        }
-
-        async fn book(
-            &self,
-            _: &str,
-            _: Duration,
-            now: DateTime<Utc>,
-        ) -> StoreResult<DateTime<Utc>> {
-            Ok(now)
-        }
-    }
 
     /// Blobs in memory. `late` is stored by "another process" just after the first read
     /// misses, as when that process finishes its fetch between this one's read and its turn.
