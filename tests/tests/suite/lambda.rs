@@ -44,6 +44,15 @@ impl Functions {
     }
 
     fn on(clients: Clients, names: Names, clock: Arc<dyn Clock>) -> Self {
+        // The functions' warnings and errors, shown with a failing test's output
+        // (`RUST_LOG` asks for more).
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_test_writer()
+            .try_init();
         let operator =
             Deployment::with_clock(clients, names.clone(), allow(), clock.clone()).unwrap();
         Functions {
