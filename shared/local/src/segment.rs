@@ -4,12 +4,14 @@
 //! A record is `magic, crc32, name length (u16), body length (u32), kind (u8), name, body`,
 //! little-endian; the checksum covers everything after it. A later record of a name replaces
 //! an earlier one, and a record of kind `DELETED` removes it. A record a crash left torn at the
-//! end is ignored, and cut off before the next record is appended.
+//! end is ignored, and cut off before the next record is appended. Records that follow a
+//! damaged one cannot be found either; the bytes from the damage on are then moved to a file
+//! of their own (`@segment.damaged-<offset>`) before the cut, not thrown away.
 
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,8 +66,8 @@ pub(crate) struct Segment {
     file: Option<Arc<File>>,
     /// Where the whole records end.
     len: u64,
-    /// Whether bytes that are no whole record follow them.
-    torn: bool,
+    /// Where the file ends: past `len` when bytes that are no whole record follow them.
+    end: u64,
     /// Bytes of records that no longer count: bodies replaced or deleted, and the deletions.
     dead: u64,
 }
@@ -82,7 +84,7 @@ impl Segment {
                     path,
                     file: None,
                     len: 0,
-                    torn: false,
+                    end: 0,
                     dead: 0,
                 };
                 return Ok((empty, Index::new()));
@@ -103,7 +105,7 @@ impl Segment {
             path,
             file: Some(Arc::new(file)),
             len,
-            torn: len < end,
+            end,
             dead: len - index.values().map(Slot::bytes).sum::<u64>(),
         };
         Ok((segment, index))
@@ -135,15 +137,19 @@ impl Segment {
                     .create(true)
                     .open(&self.path)?;
                 self.len = file.metadata()?.len();
+                self.end = self.len;
                 let file = Arc::new(file);
                 self.file = Some(file.clone());
                 file
             }
         };
-        if self.torn {
+        if self.end > self.len {
+            if record_after(&file, self.len + 1, self.end)? {
+                self.keep_damaged(&file)?;
+            }
             tracing::warn!(path = %self.path.display(), kept = self.len, "segment: torn tail cut off");
             file.set_len(self.len)?;
-            self.torn = false;
+            self.end = self.len;
         }
         if let Err(e) = (&*file).write_all(&record) {
             // A record half written would hide every one after it: take it back.
@@ -156,8 +162,30 @@ impl Segment {
             None => Slot::Deleted,
         };
         self.len += u64::from(len);
+        self.end = self.len;
         self.dead += before.map_or(0, |b| b.bytes()) + u64::from(len) - slot.bytes();
         Ok(slot)
+    }
+
+    /// Copies the bytes past the last whole record to a file beside the segment: they hold
+    /// records a damaged one hides.
+    fn keep_damaged(&self, file: &File) -> io::Result<()> {
+        let kept = self
+            .path
+            .with_file_name(format!("{FILE_NAME}.damaged-{}", self.len));
+        let mut from = file;
+        from.seek(SeekFrom::Start(self.len))?;
+        io::copy(
+            &mut from.take(self.end - self.len),
+            &mut File::create(&kept)?,
+        )?;
+        tracing::error!(
+            path = %self.path.display(),
+            at = self.len,
+            kept = %kept.display(),
+            "segment: a damaged record hides the records after it; their bytes are kept aside"
+        );
+        Ok(())
     }
 
     /// Whether most of the segment is records that no longer count (a blob written over and
@@ -194,10 +222,30 @@ impl Segment {
         std::fs::rename(&new, &self.path)?;
         self.file = Some(Arc::new(kept));
         self.len = at;
-        self.torn = false;
+        self.end = at;
         self.dead = 0;
         Ok(compacted)
     }
+}
+
+/// Whether a record's magic starts between `from` and `end`: the bytes there are more than
+/// the torn end of one record.
+fn record_after(file: &File, from: u64, end: u64) -> io::Result<bool> {
+    let mut chunk = vec![0; 64 * 1024];
+    let mut at = from;
+    while at < end {
+        let n = chunk.len().min((end - at) as usize);
+        file.read_exact_at(&mut chunk[..n], at)?;
+        if chunk[..n].windows(MAGIC.len()).any(|w| w == MAGIC) {
+            return Ok(true);
+        }
+        if at + n as u64 >= end {
+            break;
+        }
+        // A magic across two chunks is found in the next one.
+        at += (n - (MAGIC.len() - 1)) as u64;
+    }
+    Ok(false)
 }
 
 /// The body of the record at `at`, `len` bytes long, checked against its checksum.

@@ -185,6 +185,9 @@ async fn a_torn_last_record_is_cut_off_and_what_follows_it_is_kept() {
             assert_eq!(got, (i < kept).then(|| body(i)), "{name} {i}");
         }
         blobs.put("u/job/after.json", body(50)).await.unwrap();
+        // Only the end of one record was cut: nothing is kept aside.
+        let job = dir.path().join("documents/u/job");
+        assert_eq!(files_in(&job), ["@segment"], "{name}");
         drop(blobs);
         let blobs = open(dir.path());
         let after = blobs.get("u/job/after.json").await.unwrap();
@@ -194,6 +197,41 @@ async fn a_torn_last_record_is_cut_off_and_what_follows_it_is_kept() {
             assert_eq!(got.unwrap(), body(i), "{name} {i}");
         }
     }
+}
+
+#[tokio::test]
+async fn records_hidden_by_a_damaged_header_are_kept_aside_not_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    // The second record starts after the first's header (15 bytes), name and body.
+    fn first() -> u64 {
+        (15 + "0.json".len() + body(0).len()) as u64
+    }
+    // Its magic, so the third record can no longer be found from the start.
+    let blobs = damaged(dir.path(), |path| {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        Ok(file.write_all_at(b"X", first())?)
+    })
+    .await
+    .unwrap();
+    assert_eq!(blobs.get("u/job/0.json").await.unwrap().unwrap(), body(0));
+    assert!(blobs.get("u/job/2.json").await.unwrap().is_none());
+    blobs.put("u/job/after.json", body(50)).await.unwrap();
+    let job = dir.path().join("documents/u/job");
+    let aside = format!("@segment.damaged-{}", first());
+    assert_eq!(files_in(&job), ["@segment", aside.as_str()]);
+    let kept = std::fs::read(job.join(&aside)).unwrap();
+    let third = String::from_utf8_lossy(&kept);
+    assert!(
+        third.ends_with(std::str::from_utf8(&body(2)).unwrap()),
+        "{third}"
+    );
+    drop(blobs);
+    let blobs = open(dir.path());
+    assert_eq!(blobs.get("u/job/0.json").await.unwrap().unwrap(), body(0));
+    assert_eq!(
+        blobs.get("u/job/after.json").await.unwrap().unwrap(),
+        body(50)
+    );
 }
 
 #[tokio::test]
