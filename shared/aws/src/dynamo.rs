@@ -319,7 +319,20 @@ impl JobStore for DynamoStore {
         holder: &str,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        self.take_node(user, job, url, holder, lease_until).await
+        self.take_node(user, job, url, holder, lease_until, false)
+            .await
+    }
+
+    async fn start_task_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+        holder: &str,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.take_node(user, job, url, holder, lease_until, true)
+            .await
     }
 
     async fn release_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<()> {

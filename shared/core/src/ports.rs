@@ -490,6 +490,22 @@ pub trait JobStore: Send + Sync {
         lease_until: DateTime<Utc>,
     ) -> StoreResult<bool>;
 
+    /// [`start_node`](Self::start_node) for a task's own page, by a caller that has read the
+    /// job under the task's user and found it not final. A store may then take a node that
+    /// was never leased as pending without reading it: a node leaves `queued` without a lease
+    /// only when its job has ended (which the job's read just before a fetch catches) or
+    /// through `abandon`, which takes the lease first.
+    async fn start_task_node(
+        &self,
+        user: &UserId,
+        job: &JobId,
+        url: &str,
+        holder: &str,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.start_node(user, job, url, holder, lease_until).await
+    }
+
     /// Gives a `running` node back (`queued`) after a failed attempt, so its next delivery
     /// need not wait out the lease.
     async fn release_node(&self, user: &UserId, job: &JobId, url: &str) -> StoreResult<()>;

@@ -611,6 +611,47 @@ async fn a_dead_letter_waits_while_its_page_is_held_under_a_live_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_page_given_up_before_any_delivery_took_it_is_not_taken_by_a_later_copy() {
+    use sarvcrawl_core::ports::NewNode;
+    let clock = Arc::new(TestClock::now_at_start());
+    let f = Functions::at(clock.clone()).await;
+    let body = json!({"url": "https://example.com/", "use_sitemap": false});
+    let id = f.submit("crawl", "gu", body).await;
+    let d = &f.operator;
+    let user = UserId("gu".into());
+    let (root, other) = ("https://example.com/", "https://example.com/other");
+    // A second page keeps the job running once the root is given up.
+    let next = NewNode {
+        url: other.into(),
+        depth: 1,
+        skip: None,
+    };
+    let claimed = d.aws.store.add_nodes(&user, &id, root, &[next], 10).await;
+    assert_eq!(claimed.unwrap().len(), 1);
+    // Every delivery of the root's task failed before taking the page: it reaches the DLQ.
+    let dead = f.function("DlqFunction").await;
+    let task = Task::new(&user, &id, root, 0, false);
+    let response = dlq::handle(&dead.app, sqs_event(&[("g1".into(), task)])).await;
+    assert!(response.batch_item_failures.is_empty());
+    let node = d
+        .aws
+        .store
+        .get_node(&user, &id, root)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(node.status, NodeStatus::Failed);
+    let job = d.aws.store.get_job(&user, &id).await.unwrap().unwrap();
+    assert!(!job.status.is_final(), "the other page is pending");
+    // A copy of the task still in the work queue does not take the page given up for new,
+    // even after the lease the DLQ took ran out.
+    clock.advance(chrono::Duration::hours(1));
+    let until = clock.now() + chrono::Duration::minutes(5);
+    let taken = d.aws.store.start_task_node(&user, &id, root, "late", until);
+    assert!(!taken.await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn rendered_pages_go_to_the_render_queue_and_its_worker_renders_them() {
     let scripted = "<html><body><main id=m>shell</main>\
         <script>document.getElementById('m').textContent = 'written by script';</script></body></html>";

@@ -160,4 +160,9 @@ async fn every_task_delivered_twice_changes_nothing() {
     assert_eq!(finals, 1, "one final status");
     let fetched = logs.iter().filter(|m| m.starts_with("fetched")).count();
     assert_eq!(fetched, PAGES, "each page logged once");
+    // Each crawl asked the site for each page once: a copy of a task never fetched its page
+    // again.
+    for path in tree_paths(PAGES, 4) {
+        assert_eq!(site.hits_of(&path), 2, "{path} fetched once a crawl");
+    }
 }

@@ -335,6 +335,59 @@ async fn a_page_is_held_under_its_lease_and_taken_over_after() {
     }
 }
 
+/// A task's page is taken without reading its node only when it was never leased: once a
+/// delivery took it, a later copy of the task finds it done, however its lease ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_once_taken_is_never_taken_again_for_new() {
+    for s in subjects().await {
+        let (store, u) = (s.store.clone(), user("u"));
+        let job = job_of(&s, &u, JobKind::Crawl);
+        store
+            .create_job(&job, ROOT, Claim::Free, &[])
+            .await
+            .unwrap();
+        let id = &job.job_id;
+        let until = |minutes| s.clock.now() + chrono::Duration::minutes(minutes);
+        let take = |holder: &'static str| {
+            let store = store.clone();
+            let (u, id, until) = (u.clone(), id.clone(), until(5));
+            async move {
+                store
+                    .start_task_node(&u, &id, ROOT, holder, until)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert!(take("a").await, "{}: a new page is taken", s.name);
+        let done = PageOutcome {
+            status: NodeStatus::Completed,
+            status_code: Some(200),
+            document_key: None,
+            tokens: 0,
+            log: Vec::new(),
+        };
+        assert!(
+            store
+                .complete_node(&u, id, ROOT, &done)
+                .await
+                .unwrap()
+                .applied
+        );
+        assert!(!take("b").await, "{}: under the live lease", s.name);
+        s.clock.advance(chrono::Duration::minutes(6));
+        assert!(!take("c").await, "{}: after the lease ran out", s.name);
+        // Given back after the completion (a task that failed past it, or ran out of time).
+        store.release_node(&u, id, ROOT).await.unwrap();
+        assert!(
+            !take("d").await,
+            "{}: after the lease was given back",
+            s.name
+        );
+        let n = store.get_node(&u, id, ROOT).await.unwrap().unwrap();
+        assert_eq!(n.status, NodeStatus::Completed, "{}", s.name);
+    }
+}
+
 /// A monitor of `u` as the service stores it.
 fn monitor(s: &Subject, u: &UserId) -> Monitor {
     let now = s.clock.now();

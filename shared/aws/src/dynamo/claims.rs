@@ -2,13 +2,13 @@
 //! counters), taking a node for fetching under a lease, and reading nodes.
 
 use super::items::{
-    build, cancellation, conditional, count_key, get_item, get_n, get_s, job_pk, key, n,
-    node_from_item, node_item, node_sk, s, url_digest,
+    build, cancellation, conditional, conditional_output, count_key, get_item, get_n, get_s,
+    job_pk, key, n, node_from_item, node_item, node_sk, s, url_digest,
 };
 use super::DynamoStore;
 use crate::conflicts;
 use crate::errors::sdk;
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{ReturnValue, TransactWriteItem, Update};
 use futures::StreamExt;
 use sarvcrawl_core::domain::{JobId, UserId};
 use sarvcrawl_core::ports::Gates;
@@ -29,8 +29,10 @@ pub(crate) struct Claims {
     limit: u64,
 }
 
-/// How long a lease item outlives its lease before TTL removes it.
-const LEASE_KEPT_SECS: i64 = 24 * 60 * 60;
+/// How long a lease item outlives its lease before TTL removes it: as long as the work and
+/// render queues keep a message (`MessageRetentionPeriod` in template.yaml), so that no copy
+/// of a task can come after its page's lease item is gone.
+const LEASE_KEPT_SECS: i64 = 4 * 24 * 60 * 60;
 /// How long one process may claim for a job before another takes over.
 const CLAIM_LEASE_SECS: i64 = 30;
 /// Skipped URLs recorded at once by conditional puts.
@@ -324,7 +326,11 @@ impl DynamoStore {
     /// [`JobStore::start_node`](sarvcrawl_core::ports::JobStore::start_node): a lease item of
     /// its own beside the node (`URL#<hash>#RUN`, in no index, so a lease costs one small
     /// write), taken when free, run out or already this holder's; then the node must still be
-    /// pending.
+    /// pending. For a task's own page (`task_page`, see
+    /// [`JobStore::start_task_node`](sarvcrawl_core::ports::JobStore::start_task_node)) the
+    /// node is read only when the put replaced an earlier lease item: a node never leased is
+    /// pending. Lease items are kept (given back as a run-out lease, not deleted) for longer
+    /// than the task queue keeps a message, so any later copy of a task finds its page's.
     pub(crate) async fn take_node(
         &self,
         user: &UserId,
@@ -332,6 +338,7 @@ impl DynamoStore {
         url: &str,
         holder: &str,
         lease_until: chrono::DateTime<chrono::Utc>,
+        task_page: bool,
     ) -> StoreResult<bool> {
         let pk = job_pk(user, job);
         let mut lease = key(pk.clone(), lease_sk(url));
@@ -351,11 +358,15 @@ impl DynamoStore {
                 )
                 .expression_attribute_values(":now", n(self.clock.now().timestamp_millis()))
                 .expression_attribute_values(":me", s(holder))
+                .return_values(ReturnValue::AllOld)
                 .send()
         })
         .await;
-        if !conditional(r)? {
+        let Some(out) = conditional_output(r)? else {
             return Ok(false);
+        };
+        if task_page && out.attributes.is_none_or(|earlier| earlier.is_empty()) {
+            return Ok(true);
         }
         let node = get_item(&self.client, &self.table, key(pk, node_sk(url))).await?;
         Ok(node
@@ -365,22 +376,25 @@ impl DynamoStore {
     }
 
     /// [`JobStore::release_node`](sarvcrawl_core::ports::JobStore::release_node): its lease
-    /// item goes.
+    /// runs out now. The item stays (see `take_node`); a node never leased gets none.
     pub(crate) async fn give_back_node(
         &self,
         user: &UserId,
         job: &JobId,
         url: &str,
     ) -> StoreResult<()> {
-        conflicts::write(|| {
+        let r = conflicts::write(|| {
             self.client
-                .delete_item()
+                .update_item()
                 .table_name(&self.table)
                 .set_key(Some(key(job_pk(user, job), lease_sk(url))))
+                .update_expression("SET lease_until = :run_out")
+                .condition_expression("attribute_exists(PK)")
+                .expression_attribute_values(":run_out", n(0))
                 .send()
         })
-        .await
-        .map_err(sdk)?;
+        .await;
+        conditional(r)?;
         Ok(())
     }
 

@@ -10,14 +10,16 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 
 /// Whether another delivery is fetching the task's page under a live lease: a task is not
-/// given up while it runs. A lease that ran out (its worker died, or panicked on the page) is
-/// taken over here, so the task can be given up.
+/// given up while it runs. Otherwise the lease is taken here (one that ran out because its
+/// worker died or panicked on the page, or the first of a page no delivery started), so the
+/// task can be given up and no later copy of it takes the page for new (see
+/// [`JobStore::start_task_node`](crate::ports::JobStore::start_task_node)).
 pub(crate) async fn held(app: &App, task: &Task) -> bool {
     let node = app
         .jobs
         .get_node(&task.user_id, &task.job_id, &task.url)
         .await;
-    if !matches!(node, Ok(Some(n)) if n.status == NodeStatus::Running) {
+    if !matches!(node, Ok(Some(n)) if n.status.is_pending()) {
         return false;
     }
     let holder = ulid::Ulid::new().to_string();

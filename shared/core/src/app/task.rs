@@ -194,7 +194,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
     // page another delivery is fetching from one already done.
     let taken = app
         .jobs
-        .start_node(
+        .start_task_node(
             user,
             job_id,
             &task.url,
