@@ -189,7 +189,9 @@ impl BlobStore for FsBlobs {
         blocking(move || {
             let segment = loaded(&mut turn)?;
             if body.len() <= segment::MAX_BODY {
-                return dir.append(segment, &name, Some(&body));
+                dir.append(segment, &name, Some(&body))?;
+                // A large body written before under the name is a file no read reaches now.
+                return remove_if_there(&path.join(&name));
             }
             std::fs::create_dir_all(&path)?;
             let file = path.join(&name);
@@ -230,11 +232,16 @@ impl BlobStore for FsBlobs {
             if dir.holds(&name) {
                 dir.append(segment, &name, None)?;
             }
-            match std::fs::remove_file(path.join(&name)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            }
+            remove_if_there(&path.join(&name))
         })
         .await
+    }
+}
+
+/// Removes the file at `path`, if there is one.
+fn remove_if_there(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }

@@ -266,6 +266,7 @@ async fn a_large_blob_is_a_file_that_replaces_and_is_replaced_by_a_small_one() {
         .await
         .unwrap();
     assert_eq!(blobs.get(key).await.unwrap().unwrap(), "small again");
+    assert_eq!(files_in(&job), ["@segment"], "the large body's file goes");
     blobs.put(key, large.clone()).await.unwrap();
     blobs.delete(key).await.unwrap();
     assert!(blobs.get(key).await.unwrap().is_none());
