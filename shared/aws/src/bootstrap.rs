@@ -318,6 +318,20 @@ mod tests {
             vis >= 6 * worker,
             "visibility {vis} vs worker timeout {worker}"
         );
+        // A page's lease item outlives every copy of its task (see `JobStore::start_task_node`).
+        for queue in ["WorkQueue", "RenderQueue"] {
+            let q = t.properties(queue).unwrap();
+            let kept: i64 = t
+                .resolve(q.get("MessageRetentionPeriod").unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(
+                kept <= crate::dynamo::LEASE_KEPT_SECS,
+                "{queue} keeps a message {kept} s, lease items are kept {} s",
+                crate::dynamo::LEASE_KEPT_SECS
+            );
+        }
         let table = t.properties("Table").unwrap();
         assert_eq!(key_schema(table).unwrap().len(), 2);
         assert_eq!(str_at(table, "BillingMode").unwrap(), "PAY_PER_REQUEST");

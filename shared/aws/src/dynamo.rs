@@ -26,6 +26,8 @@
 //! cache of recorded URLs is the core's `known`.
 
 mod claims;
+#[cfg(test)]
+pub(crate) use claims::LEASE_KEPT_SECS;
 mod completions;
 mod frontier;
 mod group;

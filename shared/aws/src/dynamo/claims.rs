@@ -32,7 +32,7 @@ pub(crate) struct Claims {
 /// How long a lease item outlives its lease before TTL removes it: as long as the work and
 /// render queues keep a message (`MessageRetentionPeriod` in template.yaml), so that no copy
 /// of a task can come after its page's lease item is gone.
-const LEASE_KEPT_SECS: i64 = 4 * 24 * 60 * 60;
+pub(crate) const LEASE_KEPT_SECS: i64 = 4 * 24 * 60 * 60;
 /// How long one process may claim for a job before another takes over.
 const CLAIM_LEASE_SECS: i64 = 30;
 /// Skipped URLs recorded at once by conditional puts.
