@@ -124,12 +124,27 @@ impl DynamoStore {
         keys: Vec<Item>,
         consistent: bool,
     ) -> StoreResult<Vec<Item>> {
+        self.batch_get_only(keys, consistent, None).await
+    }
+
+    /// [`Self::batch_get`] with only the attribute `only` of each item, when given (the read
+    /// units are the whole items'; the answer is smaller and quicker to read).
+    pub(crate) async fn batch_get_only(
+        &self,
+        keys: Vec<Item>,
+        consistent: bool,
+        only: Option<&str>,
+    ) -> StoreResult<Vec<Item>> {
         let mut found = Vec::new();
         for chunk in keys.chunks(100) {
             let mut request = Some(build(
                 KeysAndAttributes::builder()
                     .set_keys(Some(chunk.to_vec()))
                     .consistent_read(consistent)
+                    .set_projection_expression(only.map(|_| "#only".to_string()))
+                    .set_expression_attribute_names(
+                        only.map(|a| [("#only".to_string(), a.to_string())].into()),
+                    )
                     .build(),
             )?);
             let mut tries = 0;

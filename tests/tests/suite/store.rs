@@ -272,6 +272,63 @@ async fn claims_respect_the_limit_and_count_each_page_once() {
     }
 }
 
+/// A second process (a store of its own, knowing none of the URLs the first saw recorded)
+/// reads the table for the links it finds: it claims none the first recorded, and one it would
+/// skip (found deeper than the crawl goes) leaves the page recorded as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn links_another_process_recorded_are_neither_claimed_again_nor_overwritten() {
+    let (clients, names) = crate::emulator::resources().await;
+    let clock = clock();
+    let first: Arc<dyn Store> = sarvcrawl_aws::Aws::new(&clients, &names, clock.clone()).store;
+    let second: Arc<dyn Store> = sarvcrawl_aws::Aws::new(&clients, &names, clock.clone()).store;
+    let u = user("u");
+    let job = Job::new(
+        u.clone(),
+        JobKind::Crawl,
+        serde_json::json!({}),
+        clock.now(),
+    );
+    let lease_until = clock.now() + chrono::Duration::minutes(15);
+    let claim = Claim::Slot(SlotClaim {
+        kind: JobKind::Crawl,
+        lease_until,
+    });
+    first.create_job(&job, ROOT, claim, &[]).await.unwrap();
+    let (a, b, c) = ("https://e.com/a", "https://e.com/b", "https://e.com/c");
+    let owed = first
+        .add_nodes(&u, &job.job_id, ROOT, &[node(a, None), node(b, None)], 10)
+        .await
+        .unwrap();
+    assert_eq!(owed.len(), 2);
+    let found = [
+        node(a, Some(SkipReason::Depth)),
+        node(b, None),
+        node(c, None),
+    ];
+    let owed = second
+        .add_nodes(&u, &job.job_id, b, &found, 10)
+        .await
+        .unwrap();
+    let owed: Vec<&str> = owed.iter().map(|n| n.url.as_str()).collect();
+    assert_eq!(owed, [c]);
+    let tree = second.tree(&u, &job.job_id, 100).await.unwrap();
+    let rows: Vec<_> = tree
+        .iter()
+        .map(|n| (n.url.as_str(), n.status, n.reason, n.parent.as_deref()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (ROOT, NodeStatus::Queued, None, None),
+            (a, NodeStatus::Queued, None, Some(ROOT)),
+            (b, NodeStatus::Queued, None, Some(ROOT)),
+            (c, NodeStatus::Queued, None, Some(b)),
+        ]
+    );
+    let got = second.get_job(&u, &job.job_id).await.unwrap().unwrap();
+    assert_eq!(got.progress.pages_discovered, 4);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_page_is_held_under_its_lease_and_taken_over_after() {
     for s in subjects().await {

@@ -71,12 +71,7 @@ impl DynamoStore {
             .iter()
             .map(|n| key(pk.clone(), node_sk(&n.url)))
             .collect();
-        let recorded: HashSet<String> = self
-            .batch_get(keys, false)
-            .await?
-            .iter()
-            .filter_map(|i| get_s(i, "url").map(String::from))
-            .collect();
+        let recorded = self.recorded(keys, false).await?;
         self.known
             .insert(&pk, recorded.iter().map(|u| url_digest(u)));
         fresh.retain(|n| !recorded.contains(&n.url));
@@ -173,12 +168,7 @@ impl DynamoStore {
             .iter()
             .map(|(_, n)| key(pk.to_string(), node_sk(&n.url)))
             .collect();
-        let recorded: HashSet<String> = self
-            .batch_get(keys, true)
-            .await?
-            .iter()
-            .filter_map(|i| get_s(i, "url").map(String::from))
-            .collect();
+        let recorded = self.recorded(keys, true).await?;
         self.known
             .insert(pk, recorded.iter().map(|u| url_digest(u)));
         fresh.retain(|(_, n)| !recorded.contains(&n.url));
@@ -297,6 +287,20 @@ impl DynamoStore {
         Err(StoreError::transient(
             "other pages kept claiming links; try again",
         ))
+    }
+
+    /// The URLs of the nodes of `keys` the job has recorded (only their `url` read).
+    async fn recorded(
+        &self,
+        keys: Vec<super::items::Item>,
+        consistent: bool,
+    ) -> StoreResult<HashSet<String>> {
+        Ok(self
+            .batch_get_only(keys, consistent, Some("url"))
+            .await?
+            .iter()
+            .filter_map(|i| get_s(i, "url").map(String::from))
+            .collect())
     }
 
     /// Records skipped URLs, each only if the job has not recorded it meanwhile.
