@@ -46,6 +46,7 @@ fn main() {
     };
     let opts = ExtractOptions {
         markdown: true,
+        declared: true,
         ..Default::default()
     };
     stages::enable();

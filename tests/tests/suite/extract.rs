@@ -2,7 +2,7 @@
 //! shop (numbers with their separators, nested lists, defaults), on a scrape and on every page of
 //! a crawl; a malformed selector is refused with its path; the metadata pages declare
 //! (OpenGraph, Twitter, author, dates, keywords, favicon, JSON-LD) lands in `metadata`, an
-//! invalid JSON-LD block skipped and logged.
+//! invalid JSON-LD block skipped and logged (and not read when the metadata is not asked for).
 
 use e2e::{Route, Serve, Site};
 use serde_json::{json, Value};
@@ -98,6 +98,20 @@ async fn a_selector_schema_reads_the_shop_s_records() {
             && l["message"]
                 .as_str()
                 .is_some_and(|m| m.contains("1 JSON-LD block(s)"))),
+        "{logs:?}"
+    );
+
+    // Without the metadata asked for, what the page declares is not read: no JSON-LD parsed,
+    // no warning about the block that is not JSON.
+    let body = json!({"url": site.url("/"), "formats": ["markdown"]});
+    let (id, job) = api.run("scrape", &body, WAIT).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert!(job["result"].get("metadata").is_none(), "{job}");
+    let logs = api.all_logs(&id).await;
+    assert!(
+        !logs
+            .iter()
+            .any(|l| l["message"].as_str().is_some_and(|m| m.contains("JSON-LD"))),
         "{logs:?}"
     );
 

@@ -155,6 +155,7 @@ pub(crate) fn build(
                         || opts.extract.as_ref().is_some_and(ExtractSpec::uses_model),
                     text: opts.wants(Format::Text),
                     html: opts.wants(Format::Html),
+                    declared: opts.wants(Format::Metadata),
                     schema: match &opts.extract {
                         Some(ExtractSpec::Selectors(s)) => Some(s.clone()),
                         _ => None,

@@ -37,6 +37,9 @@ pub struct ExtractOptions {
     pub markdown: bool,
     pub text: bool,
     pub html: bool,
+    /// What the page declares (its `meta` tags, favicon and JSON-LD) read: only when the
+    /// metadata is asked for. Title, description, language and canonical URL always are.
+    pub declared: bool,
     /// A schema of selectors to read the page with.
     pub schema: Option<SelectorSchema>,
 }
@@ -150,7 +153,7 @@ pub fn extract_html(
     let doc = super::html::parse(source, budget)?;
     let meter = Meter::new(budget);
     let links_in = stages::enter(Some(Stage::Links));
-    let (resolver, mut out) = links_and_metadata(&doc, url, &meter);
+    let (resolver, mut out) = links_and_metadata(&doc, url, opts.declared, &meter);
     drop(links_in);
     meter.result()?;
     if let Some(s) = &opts.schema {
@@ -444,14 +447,23 @@ fn non_empty(s: Option<&str>) -> Option<String> {
 }
 
 /// The base URL (with the links resolved against it), and the links and the metadata of a
-/// page, from one walk over its tree.
-fn links_and_metadata<'d>(doc: &'d Html, url: &Url, meter: &Meter) -> (Resolver<'d>, Extracted) {
+/// page (what it declares only if `declared`), from one walk over its tree.
+fn links_and_metadata<'d>(
+    doc: &'d Html,
+    url: &Url,
+    declared_too: bool,
+    meter: &Meter,
+) -> (Resolver<'d>, Extracted) {
     let head = scan(doc);
     let base = head
         .base
         .and_then(|h| url.join(h).ok())
         .unwrap_or_else(|| url.clone());
-    let (declared, invalid_json_ld) = declared(&head, &base, meter);
+    let (declared, invalid_json_ld) = if declared_too {
+        declared(&head, &base, meter)
+    } else {
+        (Map::new(), 0)
+    };
     let mut resolver = Resolver {
         base,
         known: HashMap::with_capacity_and_hasher(

@@ -246,7 +246,7 @@ fn the_links_kept_for_the_markdown_are_bounded() {
     let url = Url::parse("https://example.com/").unwrap();
     let budget = Budget::unlimited();
     let meter = Meter::new(&budget);
-    let (resolver, out) = links_and_metadata(&doc, &url, &meter);
+    let (resolver, out) = links_and_metadata(&doc, &url, false, &meter);
     assert_eq!(resolver.known.len(), MAX_LINKS);
     let found: Vec<&str> = out.links.iter().map(Url::as_str).collect();
     assert_eq!(found, ["https://example.com/", "https://example.com/last"]);
