@@ -1,14 +1,24 @@
 #!/usr/bin/env python3
 """Prints the crawl benchmark's figures from a final job (stdin), the server's CPU seconds
-before and after, its peak RSS (KB) and its CPU seconds by stage (a JSON object)."""
+before and after, its peak RSS (KB), its CPU seconds by stage (a JSON object) and, optionally,
+its threads' CPU seconds by what they run before and after (bench/threads.py)."""
 import json
 import sys
 from datetime import datetime
+
+# The groups of bench/threads.py, and what runs there.
+THREADS = [
+    ("extraction", "parse, links, Markdown"),
+    ("background", "the workers: fetches, storing, bookkeeping, their calls and connections"),
+    ("database", "the embedded server's SQLite writer and checkpointer"),
+    ("API", "the HTTP API, the benchmark's status polls"),
+]
 
 def main() -> None:
     cpu = float(sys.argv[1]) - float(sys.argv[2])
     rss_kb = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else 0
     stages = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+    threads = [json.loads(a) for a in sys.argv[5:7]]
     job = json.load(sys.stdin)
     t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
     secs = (t(job["finished_at"]) - t(job["created_at"])).total_seconds()
@@ -28,6 +38,14 @@ def main() -> None:
             print(f"  {name:<15} {per_page(secs):.2f}")
         rest = cpu - sum(stages.values())
         print(f"  {'other':<15} {per_page(rest):.2f} (runtime, HTTP connections, API, timers)")
+    if len(threads) == 2:
+        before, after = threads
+        used = {g: after[g] - before.get(g, 0.0) for g in after}
+        print("CPU per page by thread (ms)")
+        for name, what in THREADS:
+            print(f"  {name:<15} {per_page(used.get(name, 0.0)):.2f} ({what})")
+        gone = cpu - sum(used.values())
+        print(f"  {'ended':<15} {per_page(gone):.2f} (threads that ended, child processes)")
 
 if __name__ == "__main__":
     main()
