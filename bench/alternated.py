@@ -27,7 +27,7 @@ def figures(text: str) -> dict:
         if len(parts) < 2:
             continue
         for line in parts[1].splitlines():
-            m = re.match(r"^  (\w+)\s+([\d.]+)", line)
+            m = re.match(r"^  (\w+)\s+(-?[\d.]+)", line)
             if not m:
                 break
             found[m.group(1)] = float(m.group(2))

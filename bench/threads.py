@@ -26,13 +26,15 @@ def main() -> None:
     seconds = {g: 0.0 for g in ["API", "background", "extraction", "database"]}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                line = f.read()
-        except OSError:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            # Nanoseconds on a CPU: exact, where the clock ticks of `stat` round each thread's
+            # figures down to 10 ms.
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
             continue  # the thread ended meanwhile
-        name = line[line.index("(") + 1 : line.rindex(")")]
-        utime, stime = line.rsplit(")", 1)[1].split()[11:13]
-        seconds[group(name)] += (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+        seconds[group(name)] += ns / 1e9
     print(json.dumps(seconds))
 
 

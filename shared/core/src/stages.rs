@@ -23,7 +23,8 @@ pub enum Stage {
     Markdown,
     /// Serialising the document and writing it to the document store.
     Store,
-    /// The job's records: the job and its page read, claims, counters, logs, the queue.
+    /// The job's records: the job and its page read, claims, counters, logs, the queue, and
+    /// the embedded database's transactions and checkpoints that carry them.
     Bookkeeping,
 }
 

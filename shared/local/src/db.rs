@@ -326,6 +326,7 @@ fn wal_pages(mode: &str, conn: &Connection) -> rusqlite::Result<i64> {
 
 /// One round of [`checkpoints`].
 fn checkpoint(conn: &Connection, writer: &Writer) -> rusqlite::Result<()> {
+    let _in = stages::enter(Some(Stage::Bookkeeping));
     if wal_pages("PASSIVE", conn)? >= RESTART_AFTER {
         writer.ask_restart();
     }
@@ -335,6 +336,7 @@ fn checkpoint(conn: &Connection, writer: &Writer) -> rusqlite::Result<()> {
 /// Copies the rest of the WAL back and starts it over, on the writer's connection between two
 /// of its transactions (so no write can add to the WAL meanwhile).
 fn restart(writer: &Connection) -> rusqlite::Result<()> {
+    let _in = stages::enter(Some(Stage::Bookkeeping));
     writer.busy_timeout(RESTART_WAIT)?;
     let restarted = wal_pages("RESTART", writer);
     writer.busy_timeout(BUSY_TIMEOUT)?;

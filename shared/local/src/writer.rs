@@ -7,6 +7,7 @@
 //! core while a submit waits behind it.
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
+use sarvcrawl_core::stages::{self, Stage};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -184,6 +185,9 @@ impl Writer {
         write: Box<dyn Write>,
         linger: Option<Instant>,
     ) {
+        // The group's own work (its transaction, the savepoints, the commit's writes to the
+        // WAL) counts as bookkeeping; each write's statements count in its caller's stage.
+        let _in = stages::enter(Some(Stage::Bookkeeping));
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => return write.end(Some(&e)),
