@@ -6,13 +6,13 @@ import json
 import sys
 from datetime import datetime
 
-# The groups of bench/threads.py, and what runs there.
-THREADS = [
-    ("extraction", "parse, links, Markdown"),
-    ("background", "the workers: fetches, storing, bookkeeping, their calls and connections"),
-    ("database", "the embedded server's SQLite writer and checkpointer"),
-    ("API", "the HTTP API, the benchmark's status polls"),
-]
+# What runs in each group of threads of bench/threads.py (which names the groups).
+THREADS = {
+    "extraction": "parse, links, Markdown",
+    "background": "the workers: fetches, storing, bookkeeping, their calls and connections",
+    "database": "the embedded server's SQLite writer and checkpointer",
+    "API": "the HTTP API, the benchmark's status polls",
+}
 
 def main() -> None:
     cpu = float(sys.argv[1]) - float(sys.argv[2])
@@ -42,8 +42,8 @@ def main() -> None:
         before, after = threads
         used = {g: after[g] - before.get(g, 0.0) for g in after}
         print("CPU per page by thread (ms)")
-        for name, what in THREADS:
-            print(f"  {name:<15} {per_page(used.get(name, 0.0)):.2f} ({what})")
+        for name, secs in used.items():
+            print(f"  {name:<15} {per_page(secs):.2f} ({THREADS.get(name, name)})")
         gone = cpu - sum(used.values())
         print(f"  {'ended':<15} {per_page(gone):.2f} (threads that ended, child processes)")
 

@@ -23,7 +23,7 @@ def group(name: str) -> str:
 
 def main() -> None:
     pid = sys.argv[1]
-    seconds = {g: 0.0 for g in ["API", "background", "extraction", "database"]}
+    seconds = {g: 0.0 for g in ["extraction", "background", "database", "API"]}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
