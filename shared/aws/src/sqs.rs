@@ -172,11 +172,15 @@ impl WorkQueue for SqsQueue {
     }
 
     async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
+        self.extend(receipt, delay).await
+    }
+
+    async fn extend(&self, receipt: &str, visibility: Duration) -> StoreResult<()> {
         self.client
             .change_message_visibility()
             .queue_url(&self.url)
             .receipt_handle(receipt)
-            .visibility_timeout(delay.as_secs().min(43_200) as i32)
+            .visibility_timeout(visibility.as_secs().min(43_200) as i32)
             .send()
             .await
             .map_err(crate::errors::sdk)?;

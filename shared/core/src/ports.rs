@@ -615,6 +615,9 @@ pub trait WorkQueue: Send + Sync {
     /// Makes a received task visible again after `delay` rather than at the end of its
     /// visibility timeout (a retry that should not wait long).
     async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()>;
+    /// Keeps a received task that is still being worked on invisible for `visibility` from
+    /// now, so that it is not delivered again meanwhile.
+    async fn extend(&self, receipt: &str, visibility: Duration) -> StoreResult<()>;
 }
 
 /// Documents, keyed by path-like strings.

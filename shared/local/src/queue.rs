@@ -112,6 +112,25 @@ impl SqliteQueue {
         }
         Ok(deliveries)
     }
+
+    /// Runs `update` (`?1` the time `delay` from now, `?2` the receipt) on a received task.
+    async fn visible_after(
+        &self,
+        update: &'static str,
+        receipt: &str,
+        delay: Duration,
+    ) -> StoreResult<()> {
+        let (receipt, at) = (
+            receipt.to_string(),
+            self.now_ms() + delay.as_millis() as i64,
+        );
+        self.db
+            .write(move |tx| {
+                exec(tx, update, params![at, receipt])?;
+                Ok(())
+            })
+            .await
+    }
 }
 
 /// Tasks as the queue keeps them, ready to be added in a write.
@@ -185,20 +204,21 @@ impl WorkQueue for SqliteQueue {
     }
 
     async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
-        let (receipt, at) = (
-            receipt.to_string(),
-            self.now_ms() + delay.as_millis() as i64,
-        );
         // The task is no longer being worked on: it waits for its next delivery.
-        self.db
-            .write(move |tx| {
-                exec(
-                    tx,
-                    "UPDATE queue SET visible_at = ?1, receipt = NULL WHERE receipt = ?2",
-                    params![at, receipt],
-                )?;
-                Ok(())
-            })
-            .await
+        self.visible_after(
+            "UPDATE queue SET visible_at = ?1, receipt = NULL WHERE receipt = ?2",
+            receipt,
+            delay,
+        )
+        .await
+    }
+
+    async fn extend(&self, receipt: &str, visibility: Duration) -> StoreResult<()> {
+        self.visible_after(
+            "UPDATE queue SET visible_at = ?1 WHERE receipt = ?2",
+            receipt,
+            visibility,
+        )
+        .await
     }
 }

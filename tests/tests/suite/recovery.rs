@@ -56,6 +56,39 @@ async fn sigkill_mid_crawl_then_restart_completes_every_page_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_page_slower_than_the_task_lease_is_fetched_once() {
+    // The task lease (the visibility timeout) is 2 s and the page takes 7 s to answer: the
+    // delivery fetching it renews its hold on the task and the page meanwhile, so no other
+    // delivery takes the page over and fetches it again.
+    let routes = [(
+        "/slow".to_string(),
+        Route::Slow(
+            Duration::from_secs(7),
+            Box::new(Route::Html("<p>worth the wait</p>".into())),
+        ),
+    )]
+    .into();
+    let site = Site::start(routes).await;
+    let serve = Serve::with(
+        &["--allow-net", "127.0.0.1/32", "--visibility-timeout", "2"],
+        &[],
+    );
+    let api = serve.api(None);
+    let (_, job) = api
+        .run(
+            "scrape",
+            &json!({"url": site.url("/slow"), "timeout_ms": 20000}),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert!(job["result"]["markdown"]
+        .as_str()
+        .is_some_and(|m| m.contains("worth the wait")));
+    assert_eq!(site.hits_of("/slow"), 1, "fetched by one delivery only");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_task_that_always_fails_fails_its_job_and_frees_the_slot() {
     let routes = [("/".to_string(), Route::Html("<p>fine</p>".into()))].into();
     let site = Site::start(routes).await;

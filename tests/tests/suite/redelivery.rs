@@ -34,6 +34,9 @@ impl WorkQueue for Twice {
     async fn defer(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
         self.0.defer(receipt, delay).await
     }
+    async fn extend(&self, receipt: &str, visibility: Duration) -> StoreResult<()> {
+        self.0.extend(receipt, visibility).await
+    }
 }
 
 type Ports = (

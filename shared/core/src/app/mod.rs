@@ -9,6 +9,7 @@ mod document;
 #[cfg(test)]
 mod fakes;
 mod frontier;
+mod hold;
 pub mod map;
 pub mod model;
 pub mod monitor;

@@ -4,6 +4,7 @@
 
 use super::crawl::PagePolicy;
 use super::frontier::{advance, requeue_unstarted};
+use super::hold::{kept, Hold};
 use super::page::{document_key, Produced, Step};
 use super::polite::chrono_of;
 use super::settle::{abandon, finish, gave_up_after, settle_cancelled, task_lease};
@@ -125,7 +126,8 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
             Err(_) => Disposition::Retry,
         };
     }
-    match run(app, &d.task, d.receive_count > 1).await {
+    let hold = Hold::new();
+    match kept(app, d, &hold, run(app, &d.task, &hold, d.receive_count > 1)).await {
         Ok(disposition) => disposition,
         Err(e) => {
             let t = &d.task;
@@ -151,7 +153,7 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
 /// Does the task's work. `Wait` when another delivery of the same task is fetching the page
 /// right now: this one comes back later and finds the page done. `redelivered`: this task was
 /// received before.
-async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Disposition> {
+async fn run(app: &App, task: &Task, hold: &Hold, redelivered: bool) -> StoreResult<Disposition> {
     let (user, job_id) = (&task.user_id, &task.job_id);
     // T3: the job is re-read with the task's user; a task naming another user's job finds none.
     // A page of a running crawl (below its root) starts from this process's last read of the
@@ -198,7 +200,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
             user,
             job_id,
             &task.url,
-            &ulid::Ulid::new().to_string(),
+            hold.holder(),
             app.clock.now() + task_lease(app),
         )
         .await?;
@@ -245,6 +247,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         }
         return Ok(Disposition::Ack);
     }
+    hold.taken();
     if job.status == JobStatus::Queued && app.jobs.start_job(user, job_id, app.clock.now()).await? {
         app.jobs
             .append_logs(
@@ -293,6 +296,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
     } = match step {
         Step::Done(produced) => produced,
         Step::Cancelled => {
+            hold.settling();
             app.jobs.append_logs(user, job_id, &logs).await?;
             settle_cancelled(app, task, NodeStatus::Running).await?;
             return Ok(Disposition::Ack);
@@ -301,6 +305,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
             // The page waits in the queue for the start its job's pacing booked, and comes back
             // a little before it: a delivery is never on the dot, and a fetch that would start
             // late books again (which, for every page of a paced job, would go on for ever).
+            hold.settling();
             app.jobs.append_logs(user, job_id, &logs).await?;
             app.jobs.release_node(user, job_id, &task.url).await?;
             let wait = (at - app.clock.now() - chrono_of(BACK_EARLY))
@@ -365,6 +370,7 @@ async fn run(app: &App, task: &Task, redelivered: bool) -> StoreResult<Dispositi
         tokens,
         log: logs,
     };
+    hold.settling();
     let c = persisted(|| app.jobs.complete_node(user, job_id, &task.url, &outcome)).await?;
     if c.pending == 0 {
         finish(app, &job, error.as_ref()).await?;
