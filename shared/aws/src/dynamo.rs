@@ -237,6 +237,10 @@ impl JobStore for DynamoStore {
         self.read_job(user, job).await
     }
 
+    async fn job_status(&self, user: &UserId, job: &JobId) -> StoreResult<Option<JobStatus>> {
+        self.read_status(user, job).await
+    }
+
     async fn list_jobs(&self, user: &UserId, q: &JobQuery) -> StoreResult<Vec<Job>> {
         self.list(user, q).await
     }

@@ -398,6 +398,12 @@ pub trait JobStore: Send + Sync {
     /// The job, if it exists and belongs to `user`.
     async fn get_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>>;
 
+    /// The job's status alone, read as [`JobStore::get_job`] reads it: the check just before
+    /// each fetch, which needs neither the request nor the counters.
+    async fn job_status(&self, user: &UserId, job: &JobId) -> StoreResult<Option<JobStatus>> {
+        Ok(self.get_job(user, job).await?.map(|j| j.status))
+    }
+
     /// The user's jobs, newest first.
     async fn list_jobs(&self, user: &UserId, query: &JobQuery) -> StoreResult<Vec<Job>>;
 

@@ -324,6 +324,20 @@ impl JobStore for SqliteStore {
             .await
     }
 
+    async fn job_status(&self, user: &UserId, job: &JobId) -> StoreResult<Option<JobStatus>> {
+        let (user, job) = (user.0.clone(), job.0.clone());
+        self.db
+            .read(move |c| {
+                c.prepare_cached("SELECT status FROM jobs WHERE job_id = ?1 AND user_id = ?2")?
+                    .query_row(params![job, user], |r| {
+                        let status: String = r.get(0)?;
+                        JobStatus::parse(&status).ok_or_else(|| bad("status"))
+                    })
+                    .optional()
+            })
+            .await
+    }
+
     async fn list_jobs(&self, user: &UserId, q: &JobQuery) -> StoreResult<Vec<Job>> {
         let user = user.0.clone();
         let q = q.clone();

@@ -507,6 +507,11 @@ async fn one_users_calls_never_reach_another_users_job() {
             store.get_job(&b, id).await.unwrap().is_none(),
             "{name}: get_job"
         );
+        assert_eq!(
+            store.job_status(&b, id).await.unwrap(),
+            None,
+            "{name}: job_status"
+        );
         let q = JobQuery {
             limit: 10,
             ..JobQuery::default()
@@ -559,6 +564,11 @@ async fn one_users_calls_never_reach_another_users_job() {
 
         let mine = store.get_job(&a, id).await.unwrap().unwrap();
         assert_eq!(mine.status, JobStatus::Queued, "{name}");
+        assert_eq!(
+            store.job_status(&a, id).await.unwrap(),
+            Some(JobStatus::Queued),
+            "{name}: job_status"
+        );
         let p = mine.progress;
         assert_eq!(
             (p.pages_discovered, p.pages_completed, p.pages_queued),
@@ -807,6 +817,12 @@ async fn the_frontier_lets_go_in_discovery_order_and_never_past_the_bound() {
             .finish_job(&u, id, JobStatus::Cancelled, None, now)
             .await
             .unwrap();
+        assert_eq!(
+            store.job_status(&u, id).await.unwrap(),
+            Some(JobStatus::Cancelled),
+            "{}",
+            s.name
+        );
         for url in [&urls[1], &urls[2], &urls[3]] {
             store.complete_node(&u, id, url, &done(200)).await.unwrap();
         }

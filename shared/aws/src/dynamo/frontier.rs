@@ -22,6 +22,16 @@ use std::collections::{HashMap, HashSet};
 /// them.
 const ADVANCE_ROUNDS: u32 = 5;
 
+/// What a move of the frontier reads of the job item and its counters.
+const MOVE_READS: &[&str] = &[
+    "user_id",
+    "status",
+    "released",
+    "nodes",
+    "in_flight",
+    "pending",
+];
+
 fn claimed(item: &Item) -> Option<(u64, NewNode)> {
     if get_s(item, "status") == Some("skipped") {
         return None;
@@ -93,7 +103,7 @@ impl DynamoStore {
     ) -> StoreResult<Vec<NewNode>> {
         let pk = job_pk(user, job);
         for _ in 0..ADVANCE_ROUNDS {
-            let (Some(item), Some(counts)) = self.job_items(&pk, true).await? else {
+            let (Some(item), Some(counts)) = self.job_items(&pk, Some(MOVE_READS)).await? else {
                 return Ok(Vec::new());
             };
             let active = matches!(get_s(&item, "status"), Some("queued" | "running"));

@@ -15,21 +15,36 @@ use sarvcrawl_core::ports::{stored_time, Claim, CreateOutcome, JobQuery, StoreEr
 use std::collections::HashMap;
 
 impl DynamoStore {
-    /// The job item and the counters of the job in partition `pk`, in one query.
+    /// The job item and the counters of the job in partition `pk`, in one consistent query;
+    /// with `only`, just those attributes of either (and their sort keys).
     pub(crate) async fn job_items(
         &self,
         pk: &str,
-        consistent: bool,
+        only: Option<&[&str]>,
     ) -> StoreResult<(Option<Item>, Option<Item>)> {
+        // Every attribute by an alias: some names (`status`) are reserved words.
+        let names: Option<Vec<(String, String)>> = only.map(|only| {
+            std::iter::once("SK")
+                .chain(only.iter().copied())
+                .enumerate()
+                .map(|(i, a)| (format!("#a{i}"), a.to_string()))
+                .collect()
+        });
+        let projection = names.as_ref().map(|names| {
+            let aliases: Vec<&str> = names.iter().map(|(alias, _)| alias.as_str()).collect();
+            aliases.join(", ")
+        });
         let out = self
             .client
             .query()
             .table_name(&self.table)
-            .consistent_read(consistent)
+            .consistent_read(true)
             .key_condition_expression("PK = :pk AND SK BETWEEN :c AND :j")
             .expression_attribute_values(":pk", s(pk))
             .expression_attribute_values(":c", s(COUNT_SK))
             .expression_attribute_values(":j", s(JOB_SK))
+            .set_projection_expression(projection)
+            .set_expression_attribute_names(names.map(HashMap::from_iter))
             .send()
             .await
             .map_err(sdk)?;
@@ -55,12 +70,42 @@ impl DynamoStore {
     }
 
     pub(crate) async fn read_job(&self, user: &UserId, job: &JobId) -> StoreResult<Option<Job>> {
-        match self.job_items(&job_pk(user, job), true).await? {
+        match self.job_items(&job_pk(user, job), None).await? {
             (Some(item), counts) if get_s(&item, "user_id") == Some(user.as_str()) => {
                 job_from_items(&item, counts.as_ref()).map(Some)
             }
             _ => Ok(None),
         }
+    }
+
+    /// The job's status alone: its item's owner and status, projected (the rest of the item,
+    /// the request above all, is neither sent nor parsed).
+    pub(crate) async fn read_status(
+        &self,
+        user: &UserId,
+        job: &JobId,
+    ) -> StoreResult<Option<JobStatus>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(job_pk(user, job), JOB_SK.into())))
+            .consistent_read(true)
+            .projection_expression("user_id, #status")
+            .expression_attribute_names("#status", "status")
+            .send()
+            .await
+            .map_err(sdk)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        if get_s(&item, "user_id") != Some(user.as_str()) {
+            return Ok(None);
+        }
+        get_s(&item, "status")
+            .and_then(JobStatus::parse)
+            .map(Some)
+            .ok_or_else(|| StoreError::permanent("unreadable job item: status"))
     }
 
     pub(crate) async fn create(

@@ -212,8 +212,8 @@ pub(crate) async fn fetch_page(
         // it waits for its turn.
         let attempt = at_host(app, &url, deadline, async {
             // The last moment before a fetch starts: a cancelled job fetches nothing more.
-            match app.jobs.get_job(&job.user_id, &job.job_id).await? {
-                Some(j) if !j.status.is_final() && !rt.cancelled() => {}
+            match app.jobs.job_status(&job.user_id, &job.job_id).await? {
+                Some(status) if !status.is_final() && !rt.cancelled() => {}
                 _ => return Ok(Some(Step::Cancelled)),
             }
             if let Some(at) = start {
