@@ -4,7 +4,6 @@
 //! so that no other delivery takes the page over from a process that is still at work on it.
 //! A process that stops renews nothing, and its page is taken over when the lease runs out.
 
-use super::task::Disposition;
 use super::App;
 use crate::ports::{Delivery, StoreResult};
 use std::future::Future;
@@ -54,15 +53,15 @@ impl Hold {
 /// Runs `work` (the delivery `d`'s, under `hold`), renewing the task's invisibility and the
 /// page's lease every third of the task lease while it runs. Should the page turn out to have
 /// been taken over meanwhile (this process stood still past its lease), the work stops there
-/// and the delivery waits: the other delivery finishes the page.
-pub(crate) async fn kept<F>(
+/// and `None` is returned: the other delivery finishes the page.
+pub(crate) async fn kept<T, F>(
     app: &App,
     d: &Delivery,
     hold: &Hold,
     work: F,
-) -> StoreResult<Disposition>
+) -> StoreResult<Option<T>>
 where
-    F: Future<Output = StoreResult<Disposition>>,
+    F: Future<Output = StoreResult<T>>,
 {
     let lease = app.config.task_lease;
     let every = (lease / 3).max(std::time::Duration::from_millis(100));
@@ -70,7 +69,7 @@ where
     let mut next = tokio::time::Instant::now() + every;
     loop {
         tokio::select! {
-            out = &mut work => return out,
+            out = &mut work => return out.map(Some),
             _ = tokio::time::sleep_until(next) => {}
         }
         next += every;
@@ -92,7 +91,7 @@ where
             Ok(false) if !hold.is_taken() => {}
             Ok(false) => {
                 tracing::warn!("the page was taken over by another delivery; leaving it to that");
-                return Ok(Disposition::Wait);
+                return Ok(None);
             }
             Err(e) => tracing::warn!(error = %e, "the page's lease was not renewed"),
         }

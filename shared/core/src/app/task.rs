@@ -128,7 +128,9 @@ async fn attempt(app: &App, d: &Delivery) -> Disposition {
     }
     let hold = Hold::new();
     match kept(app, d, &hold, run(app, &d.task, &hold, d.receive_count > 1)).await {
-        Ok(disposition) => disposition,
+        Ok(Some(disposition)) => disposition,
+        // Taken over by another delivery: this one looks again later.
+        Ok(None) => Disposition::Wait,
         Err(e) => {
             let t = &d.task;
             // Best effort: the next delivery may start at once instead of waiting out the lease.
