@@ -2,8 +2,8 @@
 //! one another at a host, so a place whose request ended is kept a moment for the process's
 //! next request there instead of being given back and taken again (each of those is a write to
 //! the store). A kept place still counts against the host's cap; it is given back when no
-//! request wants it within [`KEEP_IDLE`], when it has served for [`SERVE_AT_MOST`] (so other
-//! processes get their turn), or when the process gives all back (the end of a Lambda
+//! request wants it within [`KEEP_IDLE`], at once when it has served for [`SERVE_AT_MOST`] (so
+//! other processes get their turn), or when the process gives all back (the end of a Lambda
 //! invocation, a worker's stop).
 
 use crate::ports::Gates;
@@ -16,7 +16,10 @@ use tokio::time::Instant;
 
 /// How long an idle place is kept for this process's next request at its host.
 pub(crate) const KEEP_IDLE: Duration = Duration::from_secs(2);
-/// How long after it was taken a place is still lent to a new request.
+/// How long after it was taken a place is still lent to a new request. While one process's
+/// requests follow one another at a host, another's may wait at the gate that long (holding
+/// their tasks and pages). 10 s instead cost 0.2 more calls to the store a page in
+/// `bench/cost.sh` (two worker processes, one host).
 pub(crate) const SERVE_AT_MOST: Duration = Duration::from_secs(30);
 
 /// A place at a gate that this process holds.
@@ -59,8 +62,13 @@ impl Places {
     }
 
     /// Keeps `held` idle, and gives it back through `gates` unless a request takes it within
-    /// [`KEEP_IDLE`].
+    /// [`KEEP_IDLE`]; one that has served its time goes back at once.
     pub(crate) fn keep(self: &Arc<Self>, gates: &Arc<dyn Gates>, gate: &str, held: Held) {
+        if held.taken.elapsed() >= SERVE_AT_MOST {
+            let (gates, gate) = (gates.clone(), gate.to_string());
+            tokio::spawn(async move { give_back(&gates, &gate, &held).await });
+            return;
+        }
         let token = self
             .returns
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -144,5 +152,27 @@ mod tests {
         places.keep(&gates, "host:a", held);
         let woken = tokio::time::timeout(Duration::from_millis(500), waiter).await;
         assert_eq!(woken.ok().and_then(Result::ok), Some(Some(3)));
+    }
+
+    #[tokio::test]
+    async fn a_place_that_served_its_time_goes_back_at_once() {
+        let places = Arc::new(Places::default());
+        let one = Arc::new(OnePlace::default());
+        let gates: Arc<dyn Gates> = one.clone();
+        let until = Utc::now() + chrono::Duration::seconds(60);
+        let place = gates.enter("host:a", 1, "h", until).await.ok().flatten();
+        let held = Held {
+            place: place.unwrap_or(u32::MAX),
+            holder: "h".into(),
+            until,
+            taken: Instant::now()
+                .checked_sub(SERVE_AT_MOST)
+                .unwrap_or_else(Instant::now),
+        };
+        places.keep(&gates, "host:a", held);
+        // Not lent again, and given back before an idle place would be.
+        assert!(places.take("host:a", Utc::now()).is_none());
+        tokio::time::sleep(KEEP_IDLE / 10).await;
+        assert_eq!(one.left.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
