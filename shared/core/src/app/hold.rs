@@ -87,8 +87,7 @@ where
             .await
         {
             Ok(true) => {}
-            // Settled meanwhile (the page done by this very delivery), or taken over.
-            Ok(false) if !hold.is_taken() => {}
+            // (`work` is not polled during a renewal, so the page's state is as just checked.)
             Ok(false) => {
                 tracing::warn!("the page was taken over by another delivery; leaving it to that");
                 return Ok(None);
