@@ -54,13 +54,70 @@ fn too_many_attributes() -> Exceeded {
 }
 
 /// Parses a whole document within the bounds and the budget. Well-formed markup is tokenized
-/// by [`simple`]; a page it does not take is tokenized by html5ever. Either way html5ever's tree
-/// builder builds the tree, from the same tokens, so the tree is the same.
+/// by [`simple`], and the tree of a well-nested page built directly from its tokens; any other
+/// page is tokenized by html5ever, or its tree built by html5ever's tree builder. The tree is
+/// the same either way.
 pub fn parse(source: &str, budget: &Budget) -> Result<Html, Exceeded> {
+    parse_by(source, budget).map(|(html, _)| html)
+}
+
+/// Which way a page was parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parser {
+    /// The simple tokenizer, the tree built directly.
+    Direct,
+    /// The simple tokenizer, html5ever's tree builder.
+    Simple,
+    /// html5ever's tokenizer and tree builder.
+    Html5ever,
+}
+
+/// [`parse`], and which way it went (for the tests and the benchmark of real pages).
+pub fn parse_by(source: &str, budget: &Budget) -> Result<(Html, Parser), Exceeded> {
     match simple::parse(source, budget)? {
-        Some(html) => Ok(html),
-        None => parse_any(source, budget),
+        Some(parsed) => Ok(parsed),
+        None => Ok((parse_any(source, budget)?, Parser::Html5ever)),
     }
+}
+
+/// A tree as text, one line a node: every kind, name (with namespace), attribute (with prefix
+/// and namespace), text,
+/// comment and doctype field, and the quirks mode; two trees are the same when their outlines
+/// are.
+pub fn outline(html: &Html) -> String {
+    use scraper::node::Node;
+    let mut out = format!("{:?}\n", html.quirks_mode);
+    for edge in html.tree.root().traverse() {
+        let ego_tree::iter::Edge::Open(node) = edge else {
+            out.push_str("/\n");
+            continue;
+        };
+        let line = match node.value() {
+            Node::Document => "#document".to_string(),
+            Node::Fragment => "#fragment".to_string(),
+            Node::Doctype(d) => format!(
+                "doctype {:?} {:?} {:?}",
+                d.name(),
+                d.public_id(),
+                d.system_id()
+            ),
+            Node::Comment(c) => format!("comment {:?}", &**c),
+            Node::Text(t) => format!("text {:?}", &**t),
+            Node::Element(e) => {
+                let mut attrs: Vec<String> = e
+                    .attrs
+                    .iter()
+                    .map(|(k, v)| format!("{:?}:{:?}:{}={:?}", k.prefix, k.ns, k.local, &**v))
+                    .collect();
+                attrs.sort();
+                format!("<{:?}:{} {}>", e.name.ns, e.name.local, attrs.join(" "))
+            }
+            Node::ProcessingInstruction(p) => format!("pi {:?}", &**p),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Parses any document with html5ever's tokenizer, fed in chunks with the checks between them.

@@ -7,18 +7,21 @@
 //! tokenized by html5ever from the start.
 
 use super::bounded::Bounded;
-use super::{checked, MAX_ATTRIBUTES};
+use super::{checked, Parser, MAX_ATTRIBUTES};
 use crate::engine::budget::{Budget, Exceeded};
 use ego_tree::NodeId;
 use html5ever::data::NAMED_ENTITIES;
 use html5ever::tendril::StrTendril;
 use html5ever::tokenizer::states::RawKind;
 use html5ever::tokenizer::{Doctype, Tag, TagKind, Token, TokenSink, TokenSinkResult};
-use html5ever::tree_builder::TreeBuilder;
+use html5ever::tree_builder::{TreeBuilder, TreeSink};
 use html5ever::{local_name, ns, Attribute, LocalName, QualName};
 use memchr::{memchr, memmem};
 use scraper::Html;
 use std::borrow::Cow;
+
+mod direct;
+use direct::Direct;
 
 /// Tokens between two looks at the budget's deadline.
 const TOKENS_PER_CHECK: usize = 256;
@@ -29,6 +32,8 @@ const LONGEST_ENTITY: usize = 32;
 enum Stop {
     /// The markup needs html5ever's tokenizer.
     NotSimple,
+    /// The tree needs html5ever's tree builder.
+    NotDirect,
     Exceeded(Exceeded),
 }
 
@@ -40,34 +45,66 @@ impl From<Exceeded> for Stop {
 
 type Step<T = ()> = Result<T, Stop>;
 
-/// Parses `source` if its markup is all of the simple kind; `None` when it is not.
-pub(super) fn parse(source: &str, budget: &Budget) -> Result<Option<Html>, Exceeded> {
+/// What builds the tree from the tokens: [`Direct`] or html5ever's tree builder.
+trait Build {
+    /// Builds with one more token.
+    fn token(&mut self, token: Token) -> Step<TokenSinkResult<NodeId>>;
+    fn sink(&self) -> &Bounded;
+    /// Ends the tree: its sink, ready to finish.
+    fn into_sink(self) -> Bounded;
+}
+
+impl Build for TreeBuilder<NodeId, Bounded> {
+    fn token(&mut self, token: Token) -> Step<TokenSinkResult<NodeId>> {
+        Ok(self.process_token(token, 1))
+    }
+
+    fn sink(&self) -> &Bounded {
+        &self.sink
+    }
+
+    fn into_sink(self) -> Bounded {
+        self.end();
+        self.sink
+    }
+}
+
+/// Parses `source` if its markup is all of the simple kind; `None` when it is not. A
+/// well-nested page is built by [`Direct`], any other by html5ever's tree builder.
+pub(super) fn parse(source: &str, budget: &Budget) -> Result<Option<(Html, Parser)>, Exceeded> {
     // html5ever hands a NUL to the tree builder as a token of its own.
     if memchr(0, source.as_bytes()).is_some() {
         return Ok(None);
     }
     let source = source.strip_prefix('\u{feff}').unwrap_or(source);
     let source = newlines_normalized(source);
-    let mut tokens = Tokens {
-        src: &source,
-        pos: 0,
-        builder: TreeBuilder::new(Bounded::new(source.len()), Default::default()),
-        emitted: 0,
-        budget,
-    };
-    match tokens.run() {
-        Ok(()) => {}
+    match build(&source, Direct::new(Bounded::new(source.len())), budget) {
+        Ok(html) => return Ok(Some((html, Parser::Direct))),
+        Err(Stop::NotDirect) => {}
         Err(Stop::NotSimple) => return Ok(None),
         Err(Stop::Exceeded(e)) => return Err(e),
     }
-    let builder = tokens.builder;
-    builder.end();
-    let moved = builder.sink.moved();
-    checked(
-        html5ever::tree_builder::TreeSink::finish(builder.sink),
-        moved,
-    )
-    .map(Some)
+    let builder = TreeBuilder::new(Bounded::new(source.len()), Default::default());
+    match build(&source, builder, budget) {
+        Ok(html) => Ok(Some((html, Parser::Simple))),
+        Err(Stop::NotSimple | Stop::NotDirect) => Ok(None),
+        Err(Stop::Exceeded(e)) => Err(e),
+    }
+}
+
+/// Tokenizes `source` (newlines normalized) into `builder`.
+fn build(source: &str, builder: impl Build, budget: &Budget) -> Step<Html> {
+    let mut tokens = Tokens {
+        src: source,
+        pos: 0,
+        builder,
+        emitted: 0,
+        budget,
+    };
+    tokens.run()?;
+    let sink = tokens.builder.into_sink();
+    let moved = sink.moved();
+    Ok(checked(TreeSink::finish(sink), moved)?)
 }
 
 /// The input stream's newlines as the tokenizer sees them: CR LF and a lone CR become LF.
@@ -177,15 +214,15 @@ fn local_name(s: &str) -> LocalName {
     }
 }
 
-struct Tokens<'a> {
+struct Tokens<'a, B> {
     src: &'a str,
     pos: usize,
-    builder: TreeBuilder<NodeId, Bounded>,
+    builder: B,
     emitted: usize,
     budget: &'a Budget,
 }
 
-impl Tokens<'_> {
+impl<B: Build> Tokens<'_, B> {
     fn run(&mut self) -> Step {
         let (src, b) = (self.src, self.src.as_bytes());
         while self.pos < b.len() {
@@ -210,8 +247,8 @@ impl Tokens<'_> {
 
     /// Hands a token to the tree builder, and checks the bounds after it.
     fn emit(&mut self, token: Token) -> Step<TokenSinkResult<NodeId>> {
-        let result = self.builder.process_token(token, 1);
-        self.builder.sink.within_bounds()?;
+        let result = self.builder.token(token)?;
+        self.builder.sink().within_bounds()?;
         self.emitted += 1;
         if self.emitted.is_multiple_of(TOKENS_PER_CHECK) {
             self.budget.check()?;

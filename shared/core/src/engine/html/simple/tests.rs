@@ -2,57 +2,26 @@
 //! html5ever builds.
 
 use super::*;
+use crate::engine::html::outline as dump;
 use scraper::node::Node;
 
-/// The tree as text, one line a node: every kind, name (with namespace), attribute, text,
-/// comment and doctype field, and the quirks mode.
-fn dump(html: &Html) -> String {
-    let mut out = format!("{:?}\n", html.quirks_mode);
-    for edge in html.tree.root().traverse() {
-        let ego_tree::iter::Edge::Open(node) = edge else {
-            out.push_str("/\n");
-            continue;
-        };
-        let line = match node.value() {
-            Node::Document => "#document".to_string(),
-            Node::Fragment => "#fragment".to_string(),
-            Node::Doctype(d) => format!(
-                "doctype {:?} {:?} {:?}",
-                d.name(),
-                d.public_id(),
-                d.system_id()
-            ),
-            Node::Comment(c) => format!("comment {:?}", &**c),
-            Node::Text(t) => format!("text {:?}", &**t),
-            Node::Element(e) => {
-                let mut attrs: Vec<String> = e
-                    .attrs
-                    .iter()
-                    .map(|(k, v)| format!("{:?}:{}={:?}", k.ns, k.local, &**v))
-                    .collect();
-                attrs.sort();
-                format!("<{:?}:{} {}>", e.name.ns, e.name.local, attrs.join(" "))
-            }
-            Node::ProcessingInstruction(p) => format!("pi {:?}", &**p),
-        };
-        out.push_str(&line);
-        out.push('\n');
+/// Parses `src` both ways; how the simple tokenizer's path built it, if it took it.
+fn built_by(src: &str) -> Option<Parser> {
+    let budget = Budget::unlimited();
+    let expected = dump(&Html::parse_document(src));
+    match parse(src, &budget) {
+        Ok(Some((html, parser))) => {
+            assert_eq!(dump(&html), expected, "a different tree for {src:?}");
+            Some(parser)
+        }
+        Ok(None) => None,
+        Err(e) => panic!("{src:?}: {e:?}"),
     }
-    out
 }
 
 /// Parses `src` both ways; whether the simple tokenizer took it.
 fn same_tree(src: &str) -> bool {
-    let budget = Budget::unlimited();
-    let expected = dump(&Html::parse_document(src));
-    match parse(src, &budget) {
-        Ok(Some(html)) => {
-            assert_eq!(dump(&html), expected, "a different tree for {src:?}");
-            true
-        }
-        Ok(None) => false,
-        Err(e) => panic!("{src:?}: {e:?}"),
-    }
+    built_by(src).is_some()
 }
 
 #[test]
@@ -151,7 +120,7 @@ fn attributes_past_the_cap_are_dropped_alike() {
     ];
     for page in pages {
         let simple = match parse(&page, &Budget::unlimited()) {
-            Ok(Some(html)) => html,
+            Ok(Some((html, _))) => html,
             _ => panic!("not taken: {page:.40}"),
         };
         let any = super::super::parse_any(&page, &Budget::unlimited()).unwrap();
@@ -352,4 +321,223 @@ fn names_matched_directly_are_the_interned_ones() {
             LocalName::from(name)
         );
     }
+}
+
+/// A page in the shell of a well-formed document.
+fn page(body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=en>\n<head>\n<meta charset=utf-8>\n<title>T &amp; t</title>\
+         \n</head>\n<body>\n{body}\n</body>\n</html>\n"
+    )
+}
+
+#[test]
+fn well_nested_pages_are_built_directly_and_alike() {
+    let bodies = [
+        "<p>text <b>bold <i>both</i></b> <a href=/x>link</a></p>",
+        "<div><p>one<p>two</div><ul><li><p>item</li><li>next</li></ul>",
+        "<p>kept open<div>closes it</div><p>and<h2>this</h2><p>and<table></table>",
+        "<p>x</p></p><div></p></div>",
+        "<table><tr><td>implied body</td></tr></table><table><tr><th>h</th><td>d</td></table>",
+        "<table><caption>c <b>b</b></caption><colgroup><col><col span=2></colgroup>\n<thead>\
+         <tr><th>h</th></tr></thead>\n<tbody><tr><td><p>cell</td></tr></tbody></table>",
+        "<table>\n <tbody>\n  <tr>\n   <td>a</td>\n  </tr>\n </tbody>\n</table>",
+        "<pre>\nfirst newline dropped</pre><pre>\n\none of two</pre><listing>\nl</listing>",
+        "<form action=/s><input name=q><button type=submit>Go</button></form>",
+        "<dl><dt>term<dd>def<dt>t2</dl>",
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 24 24\" xmlns:xlink=\"http://www.w3.org/1999/xlink\">\
+         <linearGradient id=g gradientUnits=userSpaceOnUse><stop offset=0 /></linearGradient>\
+         <use xlink:href=\"#g\" xml:lang=en /><path d=\"M0 0\"/><g><circle r=1></circle></g>\
+         <foo:bar xlink:other=1>text</foo:bar></svg>",
+        "<svg><clippath><rect/></clipPath><textpath>t</TEXTPATH></svg><svg/>after",
+        "<noscript><img src=a></noscript><script>let a = '<p>';</script><style>p{}</style>",
+        "<!-- c --><h1>h</h1><hr><img src=a alt=b><br><wbr><input type=hidden>",
+        "<button><p>in button</p></button><section><article><aside>a</aside></article></section>",
+        "text<!--x-->more &lt;&#233;&nbsp;",
+    ];
+    for body in bodies {
+        let src = page(body);
+        assert_eq!(
+            built_by(&src),
+            Some(Parser::Direct),
+            "not built directly: {body}"
+        );
+    }
+    // What lies around the document's elements.
+    let pages = [
+        "<!-- before --><!DOCTYPE html><!-- after --> <html><!-- in --><head></head> <!-- a -->\
+         <body>x</body> <!-- after body --></html> <!-- after html -->\n",
+        "<!DOCTYPE html><html><head><noscript><style></style></noscript></head><body><p>never closed",
+        "<!doctype html><html><head></head><body><script>unclosed",
+    ];
+    for src in pages {
+        assert_eq!(
+            built_by(src),
+            Some(Parser::Direct),
+            "not built directly: {src}"
+        );
+    }
+}
+
+#[test]
+fn pages_the_direct_builder_does_not_follow_get_html5evers_tree() {
+    let bodies = [
+        "<b><p>misnested</b></p>",
+        "<p><span><div>closes the p past the span</div></span>",
+        "<a href=1>one<a href=2>two</a>",
+        "<table><td>no row</td></table>",
+        "<table>text in a table<tr><td>x</td></tr></table>",
+        "<table><div>foster</div></table>",
+        "<form><form>nested</form></form>",
+        "<button><button>nested</button></button>",
+        "<ul><li><div><li>closes past the div</div></ul>",
+        "<h1><h2>nested headings</h2></h1>",
+        "<svg><p>leaves the svg</p></svg>",
+        "<svg><title>t</title><foreignObject><p>html</p></foreignObject></svg>",
+        "<math><mi>x</mi></math>",
+        "<select><option>a</select>",
+        "<textarea>\nt</textarea>",
+        "<template><td>t</td></template>",
+        "<div><span>left open</div>",
+        "<p>open at the end</body>",
+        "<object><param></object>",
+        "<nobr>a<nobr>b",
+        "<image src=x>",
+        "<frameset></frameset>",
+    ];
+    for body in bodies {
+        let src = page(body);
+        assert_eq!(
+            built_by(&src),
+            Some(Parser::Simple),
+            "built directly: {body}"
+        );
+    }
+    let pages = [
+        "<p>no doctype",
+        "<!DOCTYPE html PUBLIC \"-//W3C//DTD HTML 4.01 Transitional//EN\"><html><head></head><body><table><p>",
+        "<!DOCTYPE html><p>no html, head or body tags",
+        "<!DOCTYPE html><html><head><link></head><body>x</body><p>after the body</html>",
+        "<!DOCTYPE html><html><head>text in the head</head><body></body></html>",
+        "<!DOCTYPE html><html><head></head><meta><body></body></html>",
+        "<!DOCTYPE html><html><head></head><body>x</body></html><!DOCTYPE html>",
+    ];
+    for src in pages {
+        assert_eq!(built_by(src), Some(Parser::Simple), "built directly: {src}");
+    }
+}
+
+/// Random well-nested bodies: elements of every kind the direct builder takes or refuses, their
+/// end tags sometimes left out where the standard allows it (and sometimes where it does not).
+#[test]
+fn random_well_nested_pages_build_the_same_tree() {
+    const ELEMENTS: &[&str] = &[
+        "div",
+        "p",
+        "span",
+        "a href=x",
+        "b",
+        "i",
+        "em",
+        "code",
+        "ul",
+        "ol",
+        "li",
+        "dl",
+        "dt",
+        "dd",
+        "h2",
+        "h3",
+        "pre",
+        "section",
+        "nav",
+        "blockquote",
+        "form",
+        "button",
+        "table",
+        "tbody",
+        "thead",
+        "tr",
+        "td",
+        "th",
+        "caption",
+        "colgroup",
+        "svg viewbox='0 0 1 1'",
+        "g",
+        "lineargradient",
+        "path d=M0",
+        "foreignobject",
+        "noscript",
+        "font",
+        "select",
+        "label",
+        "figure",
+        "figcaption",
+        "main",
+        "header",
+        "footer",
+        "article",
+        "aside",
+        "details",
+        "summary",
+        "sub",
+        "sup",
+        "small",
+        "strong",
+        "table",
+        "tr",
+        "td",
+        "li",
+        "p",
+    ];
+    const LEAVES: &[&str] = &[
+        "text",
+        " ",
+        "\n",
+        "a &amp; b",
+        "<br>",
+        "<img src=i>",
+        "<hr>",
+        "<input>",
+        "<!-- c -->",
+        "<col>",
+        "<wbr>",
+        "<script>s()</script>",
+        "<style>x{}</style>",
+        "<title>t</title>",
+        "<circle r=1/>",
+        "</p>",
+        "",
+    ];
+    fn tree(rng: &mut Rng, depth: usize, out: &mut String) {
+        for _ in 0..1 + rng.next() % 4 {
+            if depth > 6 || rng.next().is_multiple_of(3) {
+                out.push_str(rng.pick(LEAVES));
+                continue;
+            }
+            let element = rng.pick(ELEMENTS);
+            let name = element.split(' ').next().unwrap_or(element);
+            out.push_str(&format!("<{element}>"));
+            tree(rng, depth + 1, out);
+            // Most end tags are written; one in six is left out.
+            if !rng.next().is_multiple_of(6) {
+                out.push_str(&format!("</{name}>"));
+            }
+        }
+    }
+    let mut rng = Rng(0x0d1e_c7ed_b0d1_e5ee);
+    let (mut direct, total) = (0, 3000);
+    for _ in 0..total {
+        let mut body = String::new();
+        tree(&mut rng, 0, &mut body);
+        if built_by(&page(&body)) == Some(Parser::Direct) {
+            direct += 1;
+        }
+    }
+    // A change that made the direct builder refuse everything would make this test prove
+    // nothing; one that made it take everything would be caught by the trees.
+    assert!(
+        direct * 10 > total && direct < total,
+        "{direct} of {total} pages built directly"
+    );
 }

@@ -1,0 +1,965 @@
+//! A tree builder for well-nested pages. Where every end tag closes the element opened last, the
+//! standard's tree construction only ever appends a node to the current one: no implied tags,
+//! no adoption agency, no foster parenting, no reconstructed formatting. This builder does that
+//! with a stack of names, and hands the sink the calls html5ever's tree builder would, in the
+//! same order, so the tree is the same. At the first token where html5ever would do more (an
+//! end tag that is not the current element's, a `<p>` left open before a block, a row without
+//! its `<tbody>`, text in a table, a form, foreign content, a page without `<!DOCTYPE html>` or
+//! without its `<html>`, `<head>` and `<body>` tags ...) it stops, and the page is built by
+//! html5ever's tree builder from the same tokens.
+
+use super::super::bounded::Bounded;
+use super::{Build, Step, Stop};
+use ego_tree::NodeId;
+use html5ever::tendril::StrTendril;
+use html5ever::tokenizer::states::RawKind;
+use html5ever::tokenizer::{Doctype, Tag, TagKind, Token, TokenSinkResult};
+use html5ever::tree_builder::{ElementFlags, NodeOrText, QuirksMode, TreeSink};
+use html5ever::{local_name, namespace_prefix, ns, Attribute, LocalName, QualName};
+
+/// Where the page is, of the standard's insertion modes this builder follows. Inside `<body>`
+/// the rules that apply follow from the current element (a table's, a row's ...).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Mode {
+    Initial,
+    BeforeHtml,
+    BeforeHead,
+    InHead,
+    AfterHead,
+    InBody,
+    AfterBody,
+    AfterAfterBody,
+}
+
+/// An open element.
+struct Open {
+    id: NodeId,
+    name: LocalName,
+    /// In the SVG namespace.
+    svg: bool,
+}
+
+pub(super) struct Direct {
+    sink: Bounded,
+    doc: NodeId,
+    /// The open elements, outermost first.
+    open: Vec<Open>,
+    mode: Mode,
+    /// The current element's text is read raw (`script`, `style`, `title`).
+    raw: bool,
+    /// A newline starting the next token's text is dropped (just after `<pre>`).
+    skip_newline: bool,
+}
+
+/// Gives up on the page: html5ever's tree builder takes it.
+fn refuse<T>() -> Step<T> {
+    Err(Stop::NotDirect)
+}
+
+fn is_whitespace(text: &str) -> bool {
+    text.bytes().all(super::is_space)
+}
+
+/// Elements whose start tag closes an open `<p>` (in button scope), then opens as usual.
+fn closes_p(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("address")
+            | local_name!("article")
+            | local_name!("aside")
+            | local_name!("blockquote")
+            | local_name!("center")
+            | local_name!("details")
+            | local_name!("dialog")
+            | local_name!("dir")
+            | local_name!("div")
+            | local_name!("dl")
+            | local_name!("fieldset")
+            | local_name!("figcaption")
+            | local_name!("figure")
+            | local_name!("footer")
+            | local_name!("header")
+            | local_name!("hgroup")
+            | local_name!("main")
+            | local_name!("menu")
+            | local_name!("nav")
+            | local_name!("ol")
+            | local_name!("p")
+            | local_name!("search")
+            | local_name!("section")
+            | local_name!("summary")
+            | local_name!("ul")
+    )
+}
+
+fn is_heading(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("h1")
+            | local_name!("h2")
+            | local_name!("h3")
+            | local_name!("h4")
+            | local_name!("h5")
+            | local_name!("h6")
+    )
+}
+
+/// Elements with no content: inserted and closed at once.
+fn is_void(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("area")
+            | local_name!("br")
+            | local_name!("embed")
+            | local_name!("img")
+            | local_name!("keygen")
+            | local_name!("wbr")
+            | local_name!("input")
+            | local_name!("param")
+            | local_name!("source")
+            | local_name!("track")
+            | local_name!("base")
+            | local_name!("basefont")
+            | local_name!("bgsound")
+            | local_name!("link")
+            | local_name!("meta")
+    )
+}
+
+/// How the text of an element is read, for those read raw.
+fn raw_kind(name: &LocalName) -> Option<RawKind> {
+    match *name {
+        local_name!("script") => Some(RawKind::ScriptData),
+        // (`noscript` too: html5ever parses as a browser with scripts does.)
+        local_name!("style") | local_name!("noframes") | local_name!("noscript") => {
+            Some(RawKind::Rawtext)
+        }
+        local_name!("title") => Some(RawKind::Rcdata),
+        _ => None,
+    }
+}
+
+/// Start tags whose rules in `<body>` do more than open an element, or whose content this
+/// builder does not follow (forms are taken: see [`Direct::body_start`]).
+fn has_own_rules(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("html")
+            | local_name!("head")
+            | local_name!("body")
+            | local_name!("frameset")
+            | local_name!("frame")
+            | local_name!("template")
+            | local_name!("plaintext")
+            | local_name!("textarea")
+            | local_name!("xmp")
+            | local_name!("iframe")
+            | local_name!("noembed")
+            | local_name!("nobr")
+            | local_name!("image")
+            | local_name!("applet")
+            | local_name!("marquee")
+            | local_name!("object")
+            | local_name!("select")
+            | local_name!("optgroup")
+            | local_name!("option")
+            | local_name!("rb")
+            | local_name!("rtc")
+            | local_name!("rp")
+            | local_name!("rt")
+            | local_name!("math")
+            | local_name!("svg")
+            | local_name!("caption")
+            | local_name!("col")
+            | local_name!("colgroup")
+            | local_name!("tbody")
+            | local_name!("thead")
+            | local_name!("tfoot")
+            | local_name!("tr")
+            | local_name!("td")
+            | local_name!("th")
+    )
+}
+
+/// The table's own elements, in which text and elements other than their children would be
+/// moved out of the table (foster parenting).
+fn is_table_part(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("table")
+            | local_name!("tbody")
+            | local_name!("thead")
+            | local_name!("tfoot")
+            | local_name!("tr")
+            | local_name!("colgroup")
+    )
+}
+
+/// End tags whose rules close the elements whose end tags may be left out (paragraphs and
+/// items) before their own element.
+fn closes_open_p(name: &LocalName) -> bool {
+    closes_p(name)
+        || matches!(
+            *name,
+            local_name!("button")
+                | local_name!("listing")
+                | local_name!("pre")
+                | local_name!("li")
+                | local_name!("dd")
+                | local_name!("dt")
+                | local_name!("td")
+                | local_name!("th")
+                | local_name!("caption")
+        )
+}
+
+/// Start tags that end an `<svg>` (HTML's elements), or whose content is HTML again.
+fn leaves_svg(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("b")
+            | local_name!("big")
+            | local_name!("blockquote")
+            | local_name!("body")
+            | local_name!("br")
+            | local_name!("center")
+            | local_name!("code")
+            | local_name!("dd")
+            | local_name!("div")
+            | local_name!("dl")
+            | local_name!("dt")
+            | local_name!("em")
+            | local_name!("embed")
+            | local_name!("h1")
+            | local_name!("h2")
+            | local_name!("h3")
+            | local_name!("h4")
+            | local_name!("h5")
+            | local_name!("h6")
+            | local_name!("head")
+            | local_name!("hr")
+            | local_name!("i")
+            | local_name!("img")
+            | local_name!("li")
+            | local_name!("listing")
+            | local_name!("menu")
+            | local_name!("meta")
+            | local_name!("nobr")
+            | local_name!("ol")
+            | local_name!("p")
+            | local_name!("pre")
+            | local_name!("ruby")
+            | local_name!("s")
+            | local_name!("small")
+            | local_name!("span")
+            | local_name!("strong")
+            | local_name!("strike")
+            | local_name!("sub")
+            | local_name!("sup")
+            | local_name!("table")
+            | local_name!("tt")
+            | local_name!("u")
+            | local_name!("ul")
+            | local_name!("var")
+            | local_name!("font")
+            | local_name!("foreignobject")
+            | local_name!("desc")
+            | local_name!("title")
+            | local_name!("math")
+    )
+}
+
+/// SVG's element names with capitals (the tokenizer lowercases every name).
+const SVG_NAMES: &[&str] = &[
+    "altGlyph",
+    "altGlyphDef",
+    "altGlyphItem",
+    "animateColor",
+    "animateMotion",
+    "animateTransform",
+    "clipPath",
+    "feBlend",
+    "feColorMatrix",
+    "feComponentTransfer",
+    "feComposite",
+    "feConvolveMatrix",
+    "feDiffuseLighting",
+    "feDisplacementMap",
+    "feDistantLight",
+    "feDropShadow",
+    "feFlood",
+    "feFuncA",
+    "feFuncB",
+    "feFuncG",
+    "feFuncR",
+    "feGaussianBlur",
+    "feImage",
+    "feMerge",
+    "feMergeNode",
+    "feMorphology",
+    "feOffset",
+    "fePointLight",
+    "feSpecularLighting",
+    "feSpotLight",
+    "feTile",
+    "feTurbulence",
+    "foreignObject",
+    "glyphRef",
+    "linearGradient",
+    "radialGradient",
+    "textPath",
+];
+
+/// SVG's attribute names with capitals.
+const SVG_ATTRIBUTES: &[&str] = &[
+    "attributeName",
+    "attributeType",
+    "baseFrequency",
+    "baseProfile",
+    "calcMode",
+    "clipPathUnits",
+    "diffuseConstant",
+    "edgeMode",
+    "filterUnits",
+    "glyphRef",
+    "gradientTransform",
+    "gradientUnits",
+    "kernelMatrix",
+    "kernelUnitLength",
+    "keyPoints",
+    "keySplines",
+    "keyTimes",
+    "lengthAdjust",
+    "limitingConeAngle",
+    "markerHeight",
+    "markerUnits",
+    "markerWidth",
+    "maskContentUnits",
+    "maskUnits",
+    "numOctaves",
+    "pathLength",
+    "patternContentUnits",
+    "patternTransform",
+    "patternUnits",
+    "pointsAtX",
+    "pointsAtY",
+    "pointsAtZ",
+    "preserveAlpha",
+    "preserveAspectRatio",
+    "primitiveUnits",
+    "refX",
+    "refY",
+    "repeatCount",
+    "repeatDur",
+    "requiredExtensions",
+    "requiredFeatures",
+    "specularConstant",
+    "specularExponent",
+    "spreadMethod",
+    "startOffset",
+    "stdDeviation",
+    "stitchTiles",
+    "surfaceScale",
+    "systemLanguage",
+    "tableValues",
+    "targetX",
+    "targetY",
+    "textLength",
+    "viewBox",
+    "viewTarget",
+    "xChannelSelector",
+    "yChannelSelector",
+    "zoomAndPan",
+];
+
+/// The spelling in `names` of a lowercase name, if it has one there.
+fn spelled(names: &[&str], name: &LocalName) -> Option<LocalName> {
+    names
+        .iter()
+        .find(|n| n.len() == name.len() && n.eq_ignore_ascii_case(name))
+        .map(|n| LocalName::from(*n))
+}
+
+/// An SVG element's name as SVG spells it.
+fn svg_name(name: LocalName) -> LocalName {
+    spelled(SVG_NAMES, &name).unwrap_or(name)
+}
+
+/// An SVG element's attributes, named as SVG spells them, those of the XLink, XML and XMLNS
+/// namespaces in theirs.
+fn svg_attributes(mut attrs: Vec<Attribute>) -> Vec<Attribute> {
+    for attr in &mut attrs {
+        let local = &attr.name.local;
+        if let Some(name) = spelled(SVG_ATTRIBUTES, local) {
+            attr.name = QualName::new(None, ns!(), name);
+            continue;
+        }
+        let (prefix, rest) = match local.split_once(':') {
+            Some((prefix, rest)) => (prefix, rest),
+            None => ("", &**local),
+        };
+        attr.name = match (prefix, rest) {
+            ("xlink", "actuate" | "arcrole" | "href" | "role" | "show" | "title" | "type") => {
+                QualName::new(
+                    Some(namespace_prefix!("xlink")),
+                    ns!(xlink),
+                    LocalName::from(rest),
+                )
+            }
+            ("xml", "lang" | "space") => QualName::new(
+                Some(namespace_prefix!("xml")),
+                ns!(xml),
+                LocalName::from(rest),
+            ),
+            ("", "xmlns") => QualName::new(
+                Some(namespace_prefix!("")),
+                ns!(xmlns),
+                local_name!("xmlns"),
+            ),
+            ("xmlns", "xlink") => QualName::new(
+                Some(namespace_prefix!("xmlns")),
+                ns!(xmlns),
+                local_name!("xlink"),
+            ),
+            _ => continue,
+        };
+    }
+    attrs
+}
+
+/// Whether `child` may open in the table part `parent` as it stands.
+fn opens_in_table_part(parent: &LocalName, child: &LocalName) -> bool {
+    matches!(
+        (parent, child),
+        (
+            &local_name!("table"),
+            &local_name!("caption")
+                | &local_name!("colgroup")
+                | &local_name!("tbody")
+                | &local_name!("thead")
+                | &local_name!("tfoot")
+        ) | (
+            &local_name!("tbody") | &local_name!("thead") | &local_name!("tfoot"),
+            &local_name!("tr")
+        ) | (&local_name!("tr"), &local_name!("td") | &local_name!("th"))
+            | (&local_name!("colgroup"), &local_name!("col"))
+    )
+}
+
+/// The limits of the default scope (the elements this builder opens among them), and of the
+/// button scope with `button`.
+fn bounds_scope(name: &LocalName, button: bool) -> bool {
+    matches!(
+        *name,
+        local_name!("caption")
+            | local_name!("html")
+            | local_name!("table")
+            | local_name!("td")
+            | local_name!("th")
+    ) || (button && *name == local_name!("button"))
+}
+
+/// The standard's special elements, less `address`, `div` and `p`: where the search for an
+/// open `<li>`, `<dd>` or `<dt>` to close stops.
+fn stops_item_search(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("applet")
+            | local_name!("area")
+            | local_name!("article")
+            | local_name!("aside")
+            | local_name!("base")
+            | local_name!("basefont")
+            | local_name!("bgsound")
+            | local_name!("blockquote")
+            | local_name!("body")
+            | local_name!("br")
+            | local_name!("button")
+            | local_name!("caption")
+            | local_name!("center")
+            | local_name!("col")
+            | local_name!("colgroup")
+            | local_name!("dd")
+            | local_name!("details")
+            | local_name!("dir")
+            | local_name!("dl")
+            | local_name!("dt")
+            | local_name!("embed")
+            | local_name!("fieldset")
+            | local_name!("figcaption")
+            | local_name!("figure")
+            | local_name!("footer")
+            | local_name!("form")
+            | local_name!("frame")
+            | local_name!("frameset")
+            | local_name!("h1")
+            | local_name!("h2")
+            | local_name!("h3")
+            | local_name!("h4")
+            | local_name!("h5")
+            | local_name!("h6")
+            | local_name!("head")
+            | local_name!("header")
+            | local_name!("hgroup")
+            | local_name!("hr")
+            | local_name!("html")
+            | local_name!("iframe")
+            | local_name!("img")
+            | local_name!("input")
+            | local_name!("isindex")
+            | local_name!("li")
+            | local_name!("link")
+            | local_name!("listing")
+            | local_name!("main")
+            | local_name!("marquee")
+            | local_name!("menu")
+            | local_name!("meta")
+            | local_name!("nav")
+            | local_name!("noembed")
+            | local_name!("noframes")
+            | local_name!("noscript")
+            | local_name!("object")
+            | local_name!("ol")
+            | local_name!("param")
+            | local_name!("plaintext")
+            | local_name!("pre")
+            | local_name!("script")
+            | local_name!("section")
+            | local_name!("select")
+            | local_name!("source")
+            | local_name!("style")
+            | local_name!("summary")
+            | local_name!("table")
+            | local_name!("tbody")
+            | local_name!("td")
+            | local_name!("template")
+            | local_name!("textarea")
+            | local_name!("tfoot")
+            | local_name!("th")
+            | local_name!("thead")
+            | local_name!("title")
+            | local_name!("tr")
+            | local_name!("track")
+            | local_name!("ul")
+            | local_name!("wbr")
+            | local_name!("xmp")
+    )
+}
+
+impl Direct {
+    pub(super) fn new(sink: Bounded) -> Self {
+        let doc = sink.get_document();
+        Direct {
+            sink,
+            doc,
+            open: Vec::new(),
+            mode: Mode::Initial,
+            raw: false,
+            skip_newline: false,
+        }
+    }
+
+    fn current(&self) -> Option<&Open> {
+        self.open.last()
+    }
+
+    fn current_is(&self, name: &LocalName) -> bool {
+        self.current().is_some_and(|o| o.name == *name && !o.svg)
+    }
+
+    /// The node new nodes go into: the current element (the document before `<html>`).
+    fn target(&self) -> NodeId {
+        self.current().map_or(self.doc, |o| o.id)
+    }
+
+    /// Creates an element and appends it to the current node; opens it unless `void`.
+    fn insert(&mut self, tag: Tag, void: bool) {
+        self.insert_in(tag.name, tag.attrs, void, false);
+    }
+
+    /// [`insert`](Self::insert) in the HTML or the SVG namespace.
+    fn insert_in(&mut self, name: LocalName, attrs: Vec<Attribute>, void: bool, svg: bool) {
+        let ns = if svg { ns!(svg) } else { ns!(html) };
+        let qname = QualName::new(None, ns, name.clone());
+        let id = self
+            .sink
+            .create_element(qname, attrs, ElementFlags::default());
+        let parent = self.target();
+        self.sink.append(&parent, NodeOrText::AppendNode(id));
+        if !void {
+            self.open.push(Open { id, name, svg });
+        }
+    }
+
+    fn append_text(&mut self, text: StrTendril) {
+        let parent = self.target();
+        self.sink.append(&parent, NodeOrText::AppendText(text));
+    }
+
+    fn append_comment(&mut self, parent: NodeId, text: StrTendril) {
+        let comment = self.sink.create_comment(text);
+        self.sink.append(&parent, NodeOrText::AppendNode(comment));
+    }
+
+    /// Whether an element named `name` is open in the default scope (the button scope with
+    /// `button`).
+    fn in_scope(&self, name: &LocalName, button: bool) -> bool {
+        for open in self.open.iter().rev() {
+            if open.name == *name {
+                return true;
+            }
+            if bounds_scope(&open.name, button) {
+                return false;
+            }
+        }
+        false
+    }
+
+    fn is_open(&self, name: &LocalName) -> bool {
+        self.open.iter().any(|o| o.name == *name)
+    }
+
+    /// Opens a raw text element: its text is read raw up to its end tag.
+    fn open_raw(&mut self, tag: Tag, kind: RawKind) -> Step<TokenSinkResult<NodeId>> {
+        self.insert(tag, false);
+        self.raw = true;
+        Ok(TokenSinkResult::RawData(kind))
+    }
+
+    fn doctype(&mut self, doctype: Doctype) -> Step<TokenSinkResult<NodeId>> {
+        // `<!DOCTYPE html>` alone: no quirks.
+        let plain = doctype.name.as_deref() == Some("html")
+            && doctype.public_id.is_none()
+            && doctype.system_id.is_none();
+        if self.mode != Mode::Initial || !plain {
+            return refuse();
+        }
+        self.sink.append_doctype_to_document(
+            doctype.name.unwrap_or_default(),
+            StrTendril::new(),
+            StrTendril::new(),
+        );
+        self.sink.set_quirks_mode(QuirksMode::NoQuirks);
+        self.mode = Mode::BeforeHtml;
+        Ok(TokenSinkResult::Continue)
+    }
+
+    fn comment(&mut self, text: StrTendril) {
+        let parent = match self.mode {
+            Mode::Initial | Mode::BeforeHtml | Mode::AfterAfterBody => self.doc,
+            Mode::AfterBody => self.open.first().map_or(self.doc, |o| o.id),
+            _ => self.target(),
+        };
+        self.append_comment(parent, text);
+    }
+
+    fn text(&mut self, text: StrTendril) -> Step {
+        if self.raw {
+            self.append_text(text);
+            return Ok(());
+        }
+        let blank = is_whitespace(&text);
+        match self.mode {
+            Mode::Initial | Mode::BeforeHtml | Mode::BeforeHead if blank => {}
+            Mode::InHead | Mode::AfterHead | Mode::AfterBody | Mode::AfterAfterBody if blank => {
+                self.append_text(text)
+            }
+            Mode::InBody => {
+                let in_table = self
+                    .current()
+                    .is_some_and(|o| !o.svg && is_table_part(&o.name));
+                if in_table && !blank {
+                    return refuse();
+                }
+                self.append_text(text);
+            }
+            _ => return refuse(),
+        }
+        Ok(())
+    }
+
+    fn start_tag(&mut self, tag: Tag) -> Step<TokenSinkResult<NodeId>> {
+        match self.mode {
+            Mode::BeforeHtml if tag.name == local_name!("html") => {
+                self.insert(tag, false);
+                self.mode = Mode::BeforeHead;
+            }
+            Mode::BeforeHead if tag.name == local_name!("head") => {
+                self.insert(tag, false);
+                self.mode = Mode::InHead;
+            }
+            Mode::InHead => {
+                if let Some(kind) = raw_kind(&tag.name) {
+                    return self.open_raw(tag, kind);
+                }
+                if !matches!(
+                    tag.name,
+                    local_name!("base")
+                        | local_name!("basefont")
+                        | local_name!("bgsound")
+                        | local_name!("link")
+                        | local_name!("meta")
+                ) {
+                    return refuse();
+                }
+                self.insert(tag, true);
+            }
+            Mode::AfterHead if tag.name == local_name!("body") => {
+                self.insert(tag, false);
+                self.mode = Mode::InBody;
+            }
+            Mode::InBody => return self.body_start(tag),
+            _ => return refuse(),
+        }
+        Ok(TokenSinkResult::Continue)
+    }
+
+    /// A start tag inside `<body>`.
+    fn body_start(&mut self, tag: Tag) -> Step<TokenSinkResult<NodeId>> {
+        let name = &tag.name;
+        let Some(current) = self.current() else {
+            return refuse();
+        };
+        if current.svg {
+            return self.svg_start(tag);
+        }
+        if is_table_part(&current.name) {
+            return self.table_start(tag);
+        }
+        if let Some(kind) = raw_kind(name) {
+            return self.open_raw(tag, kind);
+        }
+        if *name == local_name!("svg") {
+            let void = tag.self_closing;
+            let attrs = svg_attributes(tag.attrs);
+            self.insert_in(local_name!("svg"), attrs, void, true);
+            return Ok(TokenSinkResult::Continue);
+        }
+        if has_own_rules(name) {
+            return refuse();
+        }
+        let closes_p = closes_p(name)
+            || is_heading(name)
+            || matches!(
+                *name,
+                local_name!("pre")
+                    | local_name!("listing")
+                    | local_name!("table")
+                    | local_name!("hr")
+                    | local_name!("form")
+                    | local_name!("li")
+                    | local_name!("dd")
+                    | local_name!("dt")
+            );
+        // An open `<p>` is closed: when it is the current element, only popped.
+        if closes_p && self.in_scope(&local_name!("p"), true) {
+            if !self.current_is(&local_name!("p")) {
+                return refuse();
+            }
+            self.open.pop();
+        }
+        match *name {
+            local_name!("h1")
+            | local_name!("h2")
+            | local_name!("h3")
+            | local_name!("h4")
+            | local_name!("h5")
+            | local_name!("h6")
+                if self.current().is_some_and(|o| is_heading(&o.name)) =>
+            {
+                return refuse();
+            }
+            // A form inside a form is dropped.
+            local_name!("form") if self.is_open(name) => return refuse(),
+            // An `<a>` inside an `<a>` closes it (this builder looks past cells and captions).
+            local_name!("a") if self.is_open(name) => return refuse(),
+            local_name!("button") if self.in_scope(name, false) => return refuse(),
+            // An item left open is closed by the next: when it is the current element, only
+            // popped.
+            local_name!("li") | local_name!("dd") | local_name!("dt") => {
+                let list = *name == local_name!("li");
+                for (depth, open) in self.open.iter().rev().enumerate() {
+                    let closes = if list {
+                        open.name == local_name!("li")
+                    } else {
+                        matches!(open.name, local_name!("dd") | local_name!("dt"))
+                    };
+                    if closes {
+                        if depth > 0 {
+                            return refuse();
+                        }
+                        self.open.pop();
+                        break;
+                    }
+                    if stops_item_search(&open.name) {
+                        break;
+                    }
+                }
+            }
+            local_name!("pre") | local_name!("listing") => self.skip_newline = true,
+            _ => {}
+        }
+        let void = is_void(name) || *name == local_name!("hr");
+        self.insert(tag, void);
+        Ok(TokenSinkResult::Continue)
+    }
+
+    /// A start tag in a table, its body or row, or a column group: only their own children
+    /// (and a row's body where the page leaves it out).
+    fn table_start(&mut self, tag: Tag) -> Step<TokenSinkResult<NodeId>> {
+        let parent = self.current().map(|o| o.name.clone());
+        let Some(parent) = parent else {
+            return refuse();
+        };
+        if parent == local_name!("table") && tag.name == local_name!("tr") {
+            self.insert_in(local_name!("tbody"), Vec::new(), false, false);
+        } else if !opens_in_table_part(&parent, &tag.name) {
+            return refuse();
+        }
+        let void = tag.name == local_name!("col");
+        self.insert(tag, void);
+        Ok(TokenSinkResult::Continue)
+    }
+
+    /// A start tag inside an `<svg>`: an SVG element, its name and attributes spelled as SVG
+    /// has them. HTML's elements (which would close the `<svg>`) and the elements whose content
+    /// is HTML again are not followed.
+    fn svg_start(&mut self, tag: Tag) -> Step<TokenSinkResult<NodeId>> {
+        if leaves_svg(&tag.name) {
+            return refuse();
+        }
+        let name = svg_name(tag.name);
+        let attrs = svg_attributes(tag.attrs);
+        self.insert_in(name, attrs, tag.self_closing, true);
+        Ok(TokenSinkResult::Continue)
+    }
+
+    fn end_tag(&mut self, tag: Tag) -> Step {
+        let name = &tag.name;
+        if self.raw {
+            if !self.current_is(name) {
+                return refuse();
+            }
+            self.raw = false;
+            self.open.pop();
+            return Ok(());
+        }
+        match self.mode {
+            Mode::InHead if *name == local_name!("head") && self.current_is(name) => {
+                self.open.pop();
+                self.mode = Mode::AfterHead;
+            }
+            Mode::InBody => self.body_end(name)?,
+            Mode::AfterBody if *name == local_name!("html") => self.mode = Mode::AfterAfterBody,
+            _ => return refuse(),
+        }
+        Ok(())
+    }
+
+    /// An end tag inside `<body>`: it closes the current element, or (for those whose rules
+    /// close a `<p>` left open first, or a table's open body and row) the few elements the
+    /// standard closes with it.
+    fn body_end(&mut self, name: &LocalName) -> Step {
+        let Some(current) = self.current() else {
+            return refuse();
+        };
+        if current.svg {
+            // SVG's names are matched in any case (the tag's is lowercase).
+            if !current.name.eq_ignore_ascii_case(name) {
+                return refuse();
+            }
+            self.open.pop();
+            return Ok(());
+        }
+        match *name {
+            local_name!("body") | local_name!("html") => {
+                if !self.current_is(&local_name!("body")) {
+                    return refuse();
+                }
+                self.mode = if *name == local_name!("body") {
+                    Mode::AfterBody
+                } else {
+                    Mode::AfterAfterBody
+                };
+                return Ok(());
+            }
+            local_name!("table") => {
+                while self.current().is_some_and(|o| {
+                    matches!(
+                        o.name,
+                        local_name!("tbody")
+                            | local_name!("thead")
+                            | local_name!("tfoot")
+                            | local_name!("tr")
+                    )
+                }) {
+                    self.open.pop();
+                }
+            }
+            // A `</p>` without its `<p>` stands for an empty paragraph.
+            local_name!("p") if !self.in_scope(name, true) => {
+                if is_table_part(&current.name) {
+                    return refuse();
+                }
+                self.insert_in(local_name!("p"), Vec::new(), true, false);
+                return Ok(());
+            }
+            // Paragraphs and items left open are closed first (those named like the tag
+            // excepted).
+            _ if *name != local_name!("p") && closes_open_p(name) => {
+                while self.current().is_some_and(|o| {
+                    o.name != *name
+                        && matches!(
+                            o.name,
+                            local_name!("p")
+                                | local_name!("li")
+                                | local_name!("dd")
+                                | local_name!("dt")
+                        )
+                }) {
+                    self.open.pop();
+                }
+            }
+            _ => {}
+        }
+        if !self.current_is(name) {
+            return refuse();
+        }
+        self.open.pop();
+        Ok(())
+    }
+}
+
+impl Build for Direct {
+    fn token(&mut self, token: Token) -> Step<TokenSinkResult<NodeId>> {
+        let skip_newline = std::mem::take(&mut self.skip_newline);
+        match token {
+            Token::DoctypeToken(doctype) => return self.doctype(doctype),
+            Token::TagToken(tag) => match tag.kind {
+                TagKind::StartTag => return self.start_tag(tag),
+                TagKind::EndTag => self.end_tag(tag)?,
+            },
+            Token::CommentToken(text) => self.comment(text),
+            Token::CharacterTokens(mut text) => {
+                if skip_newline && text.starts_with('\n') {
+                    text.pop_front(1);
+                }
+                if !text.is_empty() {
+                    self.text(text)?;
+                }
+            }
+            // The end of the page leaves the tree as it is once in `<body>`.
+            Token::EOFToken if self.mode >= Mode::InBody => {}
+            Token::EOFToken | Token::NullCharacterToken | Token::ParseError(_) => return refuse(),
+        }
+        Ok(TokenSinkResult::Continue)
+    }
+
+    fn sink(&self) -> &Bounded {
+        &self.sink
+    }
+
+    fn into_sink(self) -> Bounded {
+        self.sink
+    }
+}
