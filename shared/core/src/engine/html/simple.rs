@@ -1,10 +1,11 @@
 //! A tokenizer for well-formed HTML: the tags, attributes, comments, doctypes, text and
 //! character references nearly every page is made of, found with byte searches instead of a
 //! state transition per character (where html5ever's tokenizer spends most of a parse). It
-//! hands html5ever's tree builder the tokens html5ever's tokenizer would, so the tree is the
-//! same. At the first construct it does not take (a NUL, a malformed tag, a bogus comment, CDATA,
-//! an escaped script, a numeric reference without its semicolon ...) it stops, and the page is
-//! tokenized by html5ever from the start.
+//! produces the tokens html5ever's tokenizer would, and hands them to [`Direct`] (a well-nested
+//! page) or html5ever's tree builder (any other), so the tree is the same. At the first
+//! construct it does not take (a NUL, a malformed tag, a bogus comment, CDATA, an escaped
+//! script, a numeric reference without its semicolon ...) it stops, and the page is tokenized by
+//! html5ever from the start.
 
 use super::bounded::Bounded;
 use super::{checked, Parser, MAX_ATTRIBUTES};
