@@ -5,17 +5,18 @@
 //! of names, and hands the sink the calls html5ever's tree builder would, in the same order, so
 //! the tree is the same. At the first token where html5ever would do more (an end tag that does
 //! not close the current element, a `<p>` left open before a block that is not its sibling,
-//! text or a stray element in a table, a form in a form, MathML, a page without
-//! `<!DOCTYPE html>` or without its `<html>`, `<head>` and `<body>` tags ...) it stops, and the
-//! page is built by html5ever's tree builder from the same tokens.
+//! text or a stray element in a table, a form in a form, MathML, a page in quirks mode (without
+//! a doctype, or with an old one) or without its `<html>`, `<head>` and `<body>` tags ...) it
+//! stops, and the page is built by html5ever's tree builder from the same tokens.
 
 use super::super::bounded::Bounded;
 use super::{Build, Step, Stop};
 use ego_tree::NodeId;
 use html5ever::tendril::StrTendril;
 use html5ever::tokenizer::states::RawKind;
+use html5ever::tokenizer::TokenSink;
 use html5ever::tokenizer::{Doctype, Tag, TagKind, Token, TokenSinkResult};
-use html5ever::tree_builder::{ElementFlags, NodeOrText, QuirksMode, TreeSink};
+use html5ever::tree_builder::{ElementFlags, NodeOrText, QuirksMode, TreeBuilder, TreeSink};
 use html5ever::{local_name, ns, Attribute, LocalName, QualName};
 
 mod names;
@@ -57,6 +58,14 @@ pub(super) struct Direct {
     raw: bool,
     /// A newline starting the next token's text is dropped (just after `<pre>`).
     skip_newline: bool,
+}
+
+/// The quirks mode a doctype sets, as html5ever's tree builder decides it (the standard's
+/// lists of public and system identifiers).
+fn quirks_mode(doctype: &Doctype) -> QuirksMode {
+    let builder = TreeBuilder::new(Bounded::new(0), Default::default());
+    let _ = builder.process_token(Token::DoctypeToken(doctype.clone()), 1);
+    builder.sink.finish().quirks_mode
 }
 
 /// Gives up on the page: html5ever's tree builder takes it.
@@ -149,19 +158,26 @@ impl Direct {
     }
 
     fn doctype(&mut self, doctype: Doctype) -> Step<TokenSinkResult<NodeId>> {
-        // `<!DOCTYPE html>` alone: no quirks.
-        let plain = doctype.name.as_deref() == Some("html")
-            && doctype.public_id.is_none()
-            && doctype.system_id.is_none();
-        if self.mode != Mode::Initial || !plain {
+        if self.mode != Mode::Initial {
             return refuse();
         }
+        // In quirks mode a `<table>` leaves a `<p>` open; the other modes build alike.
+        let mode = quirks_mode(&doctype);
+        if mode == QuirksMode::Quirks {
+            return refuse();
+        }
+        let Doctype {
+            name,
+            public_id,
+            system_id,
+            ..
+        } = doctype;
         self.sink.append_doctype_to_document(
-            doctype.name.unwrap_or_default(),
-            StrTendril::new(),
-            StrTendril::new(),
+            name.unwrap_or_default(),
+            public_id.unwrap_or_default(),
+            system_id.unwrap_or_default(),
         );
-        self.sink.set_quirks_mode(QuirksMode::NoQuirks);
+        self.sink.set_quirks_mode(mode);
         self.mode = Mode::BeforeHtml;
         Ok(TokenSinkResult::Continue)
     }

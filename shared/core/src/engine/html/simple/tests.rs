@@ -369,6 +369,14 @@ fn well_nested_pages_are_built_directly_and_alike() {
          <body>x</body> <!-- after body --></html> <!-- after html -->\n",
         "<!DOCTYPE html><html><head><noscript><style></style></noscript></head><body><p>never closed",
         "<!doctype html><html><head></head><body><script>unclosed",
+        // Doctypes of no quirks and of limited quirks, where a `<table>` closes a `<p>` too.
+        "<!DOCTYPE html SYSTEM \"about:legacy-compat\"><html><head></head><body><p>a<table></table>",
+        "<!DOCTYPE html PUBLIC \"-//W3C//DTD XHTML 1.0 Strict//EN\" \"http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict.dtd\">\n\
+         <html xmlns=\"http://www.w3.org/1999/xhtml\"><head><title>x</title></head><body><p>a<table></table></body></html>",
+        "<!DOCTYPE html PUBLIC \"-//W3C//DTD XHTML 1.0 Transitional//EN\" \"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd\">\n\
+         <html><head></head><body><p>a<table></table></body></html>",
+        "<!DOCTYPE html PUBLIC \"-//W3C//DTD HTML 4.01 Transitional//EN\" \"http://www.w3.org/TR/html4/loose.dtd\">\
+         <html><head></head><body><p>a<table></table></body></html>",
     ];
     for src in pages {
         assert_eq!(
