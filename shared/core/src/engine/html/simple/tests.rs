@@ -549,3 +549,25 @@ fn random_well_nested_pages_build_the_same_tree() {
         "{direct} of {total} pages built directly"
     );
 }
+
+#[test]
+fn bounds_hold_on_the_direct_path() {
+    let shell = "<!DOCTYPE html><html><head></head><body>";
+    assert_eq!(
+        built_by(&format!("{shell}<div></div>")),
+        Some(Parser::Direct)
+    );
+    let deep = format!("{shell}{}x", "<div>".repeat(20_000));
+    assert!(matches!(
+        parse(&deep, &Budget::unlimited()),
+        Err(Exceeded::TooComplex(m)) if m.contains("deeper")
+    ));
+    let many = format!("{shell}{}", "<i></i>".repeat(super::super::MAX_NODES + 10));
+    assert!(matches!(
+        parse(&many, &Budget::unlimited()),
+        Err(Exceeded::TooComplex(m)) if m.contains("nodes")
+    ));
+    let budget = Budget::new(std::time::Duration::ZERO);
+    let long = format!("{shell}{}", "<p>text</p>".repeat(10_000));
+    assert!(matches!(parse(&long, &budget), Err(Exceeded::Time(_))));
+}
