@@ -81,9 +81,8 @@ pub fn parse_by(source: &str, budget: &Budget) -> Result<(Html, Parser), Exceede
 }
 
 /// A tree as text, one line a node: every kind, name (with namespace), attribute (with prefix
-/// and namespace), text,
-/// comment and doctype field, and the quirks mode; two trees are the same when their outlines
-/// are.
+/// and namespace), text, comment and doctype field, and the quirks mode; two trees are the same
+/// when their outlines are.
 pub fn outline(html: &Html) -> String {
     use scraper::node::Node;
     let mut out = format!("{:?}\n", html.quirks_mode);
