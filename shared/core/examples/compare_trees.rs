@@ -8,21 +8,10 @@
 use sarvcrawl_core::engine::budget::Budget;
 use sarvcrawl_core::engine::html::{outline, parse_by, Parser};
 use scraper::Html;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let path = e.path();
-        if path.is_dir() {
-            html_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "html" || x == "htm") {
-            out.push(path);
-        }
-    }
-}
+mod common;
+use common::html_files;
 
 fn main() {
     let mut files = Vec::new();

@@ -1,5 +1,5 @@
-//! Extraction alone, on one thread: reads every `.html` file under a directory and extracts
-//! Markdown, links and metadata from each as a crawl does, `ROUNDS` times (default 3), and
+//! Extraction alone, on one thread: reads every `.html` (and `.htm`) file under a directory and
+//! extracts Markdown, links and metadata from each as a crawl does, `ROUNDS` times (default 3), and
 //! prints the CPU per page of parse, links and Markdown. Steadier than a whole crawl for
 //! comparing two versions of the extraction code.
 //!
@@ -8,21 +8,10 @@
 use sarvcrawl_core::engine::budget::Budget;
 use sarvcrawl_core::engine::extract::{extract_html, ExtractOptions};
 use sarvcrawl_core::stages::{self, Stage};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let path = e.path();
-        if path.is_dir() {
-            html_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "html") {
-            out.push(path);
-        }
-    }
-}
+mod common;
+use common::html_files;
 
 fn main() {
     let Some(dir) = std::env::args().nth(1) else {

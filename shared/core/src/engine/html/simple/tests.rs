@@ -19,6 +19,14 @@ fn built_by(src: &str) -> Option<Parser> {
     }
 }
 
+/// Parses each page both ways, and checks that `expected` built it.
+fn all_built_by<S: AsRef<str>>(pages: impl IntoIterator<Item = S>, expected: Parser) {
+    for src in pages {
+        let src = src.as_ref();
+        assert_eq!(built_by(src), Some(expected), "{src}");
+    }
+}
+
 /// Parses `src` both ways; whether the simple tokenizer took it.
 fn same_tree(src: &str) -> bool {
     built_by(src).is_some()
@@ -355,14 +363,7 @@ fn well_nested_pages_are_built_directly_and_alike() {
         "<button><p>in button</p></button><section><article><aside>a</aside></article></section>",
         "text<!--x-->more &lt;&#233;&nbsp;",
     ];
-    for body in bodies {
-        let src = page(body);
-        assert_eq!(
-            built_by(&src),
-            Some(Parser::Direct),
-            "not built directly: {body}"
-        );
-    }
+    all_built_by(bodies.map(page), Parser::Direct);
     // What lies around the document's elements.
     let pages = [
         "<!-- before --><!DOCTYPE html><!-- after --> <html><!-- in --><head></head> <!-- a -->\
@@ -378,13 +379,7 @@ fn well_nested_pages_are_built_directly_and_alike() {
         "<!DOCTYPE html PUBLIC \"-//W3C//DTD HTML 4.01 Transitional//EN\" \"http://www.w3.org/TR/html4/loose.dtd\">\
          <html><head></head><body><p>a<table></table></body></html>",
     ];
-    for src in pages {
-        assert_eq!(
-            built_by(src),
-            Some(Parser::Direct),
-            "not built directly: {src}"
-        );
-    }
+    all_built_by(pages, Parser::Direct);
 }
 
 #[test]
@@ -413,14 +408,7 @@ fn pages_the_direct_builder_does_not_follow_get_html5evers_tree() {
         "<image src=x>",
         "<frameset></frameset>",
     ];
-    for body in bodies {
-        let src = page(body);
-        assert_eq!(
-            built_by(&src),
-            Some(Parser::Simple),
-            "built directly: {body}"
-        );
-    }
+    all_built_by(bodies.map(page), Parser::Simple);
     let pages = [
         "<p>no doctype",
         "<!DOCTYPE html PUBLIC \"-//W3C//DTD HTML 4.01 Transitional//EN\"><html><head></head><body><table><p>",
@@ -430,9 +418,7 @@ fn pages_the_direct_builder_does_not_follow_get_html5evers_tree() {
         "<!DOCTYPE html><html><head></head><meta><body></body></html>",
         "<!DOCTYPE html><html><head></head><body>x</body></html><!DOCTYPE html>",
     ];
-    for src in pages {
-        assert_eq!(built_by(src), Some(Parser::Simple), "built directly: {src}");
-    }
+    all_built_by(pages, Parser::Simple);
 }
 
 /// Random well-nested bodies: elements of every kind the direct builder takes or refuses, their
