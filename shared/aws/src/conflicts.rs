@@ -4,11 +4,12 @@
 //! write that met a transaction in progress on its item (`TransactionConflictException`).
 //! Both are safe to send again: the cancelled transaction changed nothing.
 
+use crate::wire::SendBy;
+use crate::Dynamo;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::TransactWriteItem;
-use aws_sdk_dynamodb::Client;
 use std::future::Future;
 use std::time::Duration;
 
@@ -58,7 +59,7 @@ fn passing(e: &SdkError<TransactWriteItemsError, HttpResponse>) -> bool {
 /// throttles; each try carries a fresh client token, so the SDK's own retries of one try stay
 /// idempotent. A cancellation for a failed condition is returned as it is.
 pub(crate) async fn transact(
-    client: &Client,
+    client: &Dynamo,
     items: Vec<TransactWriteItem>,
 ) -> Result<(), SdkError<TransactWriteItemsError, HttpResponse>> {
     let mut n = 0;
@@ -67,7 +68,7 @@ pub(crate) async fn transact(
             .transact_write_items()
             .client_request_token(ulid::Ulid::new().to_string())
             .set_transact_items(Some(items.clone()))
-            .send()
+            .send_by(&client.wire)
             .await;
         match r {
             Ok(_) => return Ok(()),

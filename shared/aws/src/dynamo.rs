@@ -38,9 +38,10 @@ mod logs;
 pub(crate) use items::{conditional, get_item, get_n, get_s, job_pk, key, n, read_item, s, Item};
 
 use crate::errors::sdk;
+use crate::wire::SendBy;
+use crate::Dynamo;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{KeysAndAttributes, Put, PutRequest, WriteRequest};
-use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Utc};
 use items::build;
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, UserId};
@@ -66,7 +67,7 @@ pub(crate) const BATCH_WRITE_MAX: usize = 25;
 
 /// DynamoDB-backed [`JobStore`].
 pub struct DynamoStore {
-    pub(crate) client: Client,
+    pub(crate) client: Dynamo,
     pub(crate) table: String,
     /// The only source of "now" (leases, activity, log times).
     pub(crate) clock: Arc<dyn Clock>,
@@ -94,7 +95,7 @@ pub(crate) async fn back_off(tries: u32, what: &str) -> StoreResult<()> {
 }
 
 impl DynamoStore {
-    pub fn new(client: Client, table: &str, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(client: Dynamo, table: &str, clock: Arc<dyn Clock>) -> Self {
         DynamoStore {
             client,
             table: table.to_string(),
@@ -154,7 +155,7 @@ impl DynamoStore {
                     .client
                     .batch_get_item()
                     .request_items(&self.table, r)
-                    .send()
+                    .send_by(&self.client.wire)
                     .await
                     .map_err(sdk)?;
                 found.extend(
@@ -192,7 +193,7 @@ impl DynamoStore {
                     .client
                     .batch_write_item()
                     .request_items(&self.table, writes)
-                    .send()
+                    .send_by(&self.client.wire)
                     .await
                     .map_err(sdk)?;
                 writes = out

@@ -7,6 +7,7 @@
 use crate::conflicts;
 use crate::dynamo::{conditional, get_item, get_n, get_s, key, n, s, DynamoStore};
 use crate::errors::sdk;
+use crate::wire::SendBy;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::ports::{Gates, StoreError, StoreResult};
@@ -56,7 +57,7 @@ impl Gates for DynamoStore {
                     .item("expires_at", expiry(until))
                     .condition_expression("attribute_not_exists(PK) OR lease_until < :now")
                     .expression_attribute_values(":now", n(now))
-                    .send()
+                    .send_by(&self.client.wire)
             })
             .await;
             if conditional(r)? {
@@ -74,7 +75,7 @@ impl Gates for DynamoStore {
                 .set_key(Some(key(format!("GATE#{gate}"), format!("PLACE#{place}"))))
                 .condition_expression("holder = :me")
                 .expression_attribute_values(":me", s(holder))
-                .send()
+                .send_by(&self.client.wire)
         })
         .await;
         conditional(r).map(|_| ())
@@ -112,7 +113,7 @@ impl Gates for DynamoStore {
                     .expression_attribute_values(":seen", n(old)),
                 None => put.condition_expression("attribute_not_exists(PK)"),
             };
-            if conditional(conflicts::write(|| put.clone().send()).await)? {
+            if conditional(conflicts::write(|| put.clone().send_by(&self.client.wire)).await)? {
                 return Ok(DateTime::from_timestamp_millis(start).unwrap_or(now));
             }
         }
@@ -130,7 +131,7 @@ impl DynamoStore {
             .consistent_read(true)
             .key_condition_expression("PK = :pk")
             .expression_attribute_values(":pk", s(pk.to_string()))
-            .send()
+            .send_by(&self.client.wire)
             .await
             .map_err(sdk)?;
         Ok(page

@@ -4,6 +4,7 @@
 
 use crate::dynamo::{get_item, get_s, key, read_item, s};
 use crate::errors::sdk;
+use crate::wire::SendBy;
 use sarvcrawl_core::auth::key_digest;
 use sarvcrawl_core::domain::UserId;
 use sarvcrawl_core::ports::{KeyDirectory, StoreResult};
@@ -11,7 +12,7 @@ use sarvcrawl_core::ports::{KeyDirectory, StoreResult};
 /// Reads and writes API key records.
 #[derive(Clone)]
 pub struct KeyStore {
-    client: aws_sdk_dynamodb::Client,
+    client: crate::Dynamo,
     table: String,
 }
 
@@ -27,7 +28,7 @@ fn key_pk(api_key: &str) -> String {
 }
 
 impl KeyStore {
-    pub fn new(client: aws_sdk_dynamodb::Client, table: &str) -> Self {
+    pub fn new(client: crate::Dynamo, table: &str) -> Self {
         KeyStore {
             client,
             table: table.to_string(),
@@ -40,7 +41,7 @@ impl KeyStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(key(MARKER.into(), MARKER.into())))
-            .send()
+            .send_by(&self.client.wire)
             .await
             .map_err(sdk)?;
         let mut item = key(key_pk(api_key), "KEY".into());
@@ -50,7 +51,7 @@ impl KeyStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .send()
+            .send_by(&self.client.wire)
             .await
             .map_err(sdk)?;
         Ok(())

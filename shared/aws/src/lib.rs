@@ -16,11 +16,13 @@ mod monitors;
 mod s3;
 mod signing;
 pub(crate) mod sqs;
+mod wire;
 
 pub use dynamo::DynamoStore;
 pub use keys::KeyStore;
 pub use s3::S3Blobs;
 pub use sqs::SqsQueue;
+pub use wire::{Dynamo, SendBy, Wire};
 
 use aws_smithy_http_client::tls;
 use sarvcrawl_core::ports::Clock;
@@ -66,7 +68,7 @@ impl Names {
 /// S3 uses path-style addressing when an endpoint is overridden).
 #[derive(Clone)]
 pub struct Clients {
-    pub dynamo: aws_sdk_dynamodb::Client,
+    pub dynamo: Dynamo,
     pub sqs: aws_sdk_sqs::Client,
     pub s3: aws_sdk_s3::Client,
 }
@@ -126,8 +128,17 @@ impl Clients {
                 aws_sdk_sqs::config::StalledStreamProtectionConfig::disabled(),
             )
             .build();
+        let wire = wire::Wire::new(
+            &config,
+            &wire::Limits {
+                attempts: ATTEMPTS,
+                connect: limits.connect,
+                attempt: limits.attempt,
+                operation: limits.operation,
+            },
+        );
         Clients {
-            dynamo: aws_sdk_dynamodb::Client::from_conf(dynamo_config),
+            dynamo: Dynamo::new(aws_sdk_dynamodb::Client::from_conf(dynamo_config), wire),
             sqs: aws_sdk_sqs::Client::from_conf(sqs_config),
             s3: aws_sdk_s3::Client::from_conf(s3_config),
         }
@@ -183,12 +194,13 @@ impl Aws {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::SendBy;
     use aws_sdk_dynamodb::types::AttributeValue;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A DynamoDB answer whose body stops halfway fails within the timeouts (a try's, then the
-    /// call's with its retries): the clients go without the SDK's stalled-stream watch, so
-    /// nothing else would end the call.
+    /// call's with its retries), through the SDK and through the wire: the clients go without
+    /// the SDK's stalled-stream watch, so nothing else would end the call.
     #[tokio::test]
     async fn an_answer_that_stalls_halfway_fails_within_the_timeouts() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -216,16 +228,26 @@ mod tests {
             operation: Duration::from_secs(2),
         };
         let clients = Clients::load_with(loader, &limits).await;
-        let call = clients
+        let request = clients
             .dynamo
             .get_item()
             .table_name("t")
-            .key("PK", AttributeValue::S("k".into()))
-            .send();
-        let answer = tokio::time::timeout(Duration::from_secs(10), call).await;
+            .key("PK", AttributeValue::S("k".into()));
+        let answer = tokio::time::timeout(Duration::from_secs(10), request.clone().send()).await;
         assert!(
             matches!(answer, Ok(Err(_))),
-            "a stalled answer must fail within the call's timeouts"
+            "a stalled answer must fail within the call's timeouts (SDK)"
         );
+        let started = std::time::Instant::now();
+        let call = request.send_by(&clients.dynamo.wire);
+        let answer = tokio::time::timeout(Duration::from_secs(10), call).await;
+        assert!(
+            matches!(
+                answer,
+                Ok(Err(aws_sdk_dynamodb::error::SdkError::TimeoutError(_)))
+            ),
+            "a stalled answer must fail within the call's timeouts (wire): {answer:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(3));
     }
 }

@@ -3,6 +3,7 @@
 //! read.
 
 use crate::dynamo::{conditional, get_item, get_n, get_s, key, n, s, DynamoStore};
+use crate::wire::SendBy;
 use async_trait::async_trait;
 use sarvcrawl_core::domain::{SigningKeys, UserId};
 use sarvcrawl_core::ports::{SigningKeyStore, StoreError, StoreResult};
@@ -46,6 +47,6 @@ impl SigningKeyStore for DynamoStore {
             put.condition_expression("version = :v")
                 .expression_attribute_values(":v", n(keys.version))
         };
-        conditional(put.send().await)
+        conditional(put.send_by(&self.client.wire).await)
     }
 }

@@ -8,6 +8,7 @@ use super::items::{
 use super::DynamoStore;
 use crate::conflicts;
 use crate::errors::sdk;
+use crate::wire::SendBy;
 use aws_sdk_dynamodb::types::{ReturnValue, TransactWriteItem, Update};
 use futures::StreamExt;
 use sarvcrawl_core::domain::{JobId, UserId};
@@ -321,7 +322,7 @@ impl DynamoStore {
                 .table_name(&self.table)
                 .set_item(Some(item.clone()))
                 .condition_expression("attribute_not_exists(PK)")
-                .send()
+                .send_by(&self.client.wire)
         })
         .await;
         conditional(r)
@@ -363,7 +364,7 @@ impl DynamoStore {
                 .expression_attribute_values(":now", n(self.clock.now().timestamp_millis()))
                 .expression_attribute_values(":me", s(holder))
                 .return_values(ReturnValue::AllOld)
-                .send()
+                .send_by(&self.client.wire)
         })
         .await;
         let Some(out) = conditional_output(r)? else {
@@ -395,7 +396,7 @@ impl DynamoStore {
                 .update_expression("SET lease_until = :run_out")
                 .condition_expression("attribute_exists(PK)")
                 .expression_attribute_values(":run_out", n(0))
-                .send()
+                .send_by(&self.client.wire)
         })
         .await;
         conditional(r)?;
@@ -421,7 +422,7 @@ impl DynamoStore {
             .expression_attribute_values(":pk", s(job_pk(user, job)))
             .expression_attribute_values(":node", s(node_key.as_str()))
             .expression_attribute_values(":lease", s(lease_key.as_str()))
-            .send()
+            .send_by(&self.client.wire)
             .await
             .map_err(sdk)?;
         let items = out.items.unwrap_or_default();

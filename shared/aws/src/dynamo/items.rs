@@ -2,11 +2,12 @@
 
 use crate::conflicts;
 use crate::errors::sdk;
+use crate::wire::SendBy;
+use crate::Dynamo;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{Job, JobError, JobId, JobKind, JobStatus, Progress, UserId};
 use sarvcrawl_core::ports::{
@@ -45,13 +46,13 @@ pub(crate) fn key(pk: String, sk: String) -> Item {
 }
 
 /// The item at `key`, read strongly consistent.
-pub(crate) async fn get_item(client: &Client, table: &str, key: Item) -> StoreResult<Option<Item>> {
+pub(crate) async fn get_item(client: &Dynamo, table: &str, key: Item) -> StoreResult<Option<Item>> {
     read_item(client, table, key, true).await
 }
 
 /// The item at `key`; `consistent` or eventually consistent (half the price).
 pub(crate) async fn read_item(
-    client: &Client,
+    client: &Dynamo,
     table: &str,
     key: Item,
     consistent: bool,
@@ -61,7 +62,7 @@ pub(crate) async fn read_item(
         .table_name(table)
         .set_key(Some(key))
         .consistent_read(consistent)
-        .send()
+        .send_by(&client.wire)
         .await
         .map_err(sdk)?;
     Ok(out.item)

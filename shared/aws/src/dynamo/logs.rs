@@ -5,6 +5,7 @@
 use super::items::{get_n, get_s, job_pk, key, n, parse_ts, s};
 use super::DynamoStore;
 use crate::errors::sdk;
+use crate::wire::PagesBy;
 use chrono::{DateTime, Utc};
 use sarvcrawl_core::domain::{JobId, UserId};
 use sarvcrawl_core::ports::{
@@ -96,9 +97,7 @@ impl DynamoStore {
             .expression_attribute_values(":to", s("RES#~"))
             .limit(limit.saturating_add(1).min(1000) as i32)
             .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
+            .pages_by(&self.client.wire);
         while let Some(item) = pages.next().await {
             let item = item.map_err(sdk)?;
             if entries.len() == limit as usize {
@@ -223,9 +222,7 @@ impl DynamoStore {
             .expression_attribute_values(":to", s("LOG#~"))
             .limit(limit.clamp(1, 1000) as i32)
             .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
+            .pages_by(&self.client.wire);
         while out.len() < limit as usize {
             let Some(item) = pages.next().await else {
                 break;
