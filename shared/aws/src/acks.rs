@@ -1,6 +1,7 @@
 //! Acknowledgements of SQS messages gathered into batch deletes: an `ack` waits a moment for
 //! others to join it, so a busy worker deletes up to ten messages per request.
 
+use crate::{SendBy, Sqs};
 use sarvcrawl_core::ports::{StoreError, StoreResult};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -15,13 +16,13 @@ type Ack = (String, oneshot::Sender<StoreResult<()>>);
 
 /// The batcher of one queue; its task starts with the first acknowledgement.
 pub(crate) struct Acks {
-    client: aws_sdk_sqs::Client,
+    client: Sqs,
     url: String,
     sender: OnceLock<mpsc::UnboundedSender<Ack>>,
 }
 
 impl Acks {
-    pub(crate) fn new(client: aws_sdk_sqs::Client, url: &str) -> Self {
+    pub(crate) fn new(client: Sqs, url: &str) -> Self {
         Acks {
             client,
             url: url.to_string(),
@@ -47,7 +48,7 @@ impl Acks {
     }
 }
 
-async fn deletes(client: aws_sdk_sqs::Client, url: String, mut rx: mpsc::UnboundedReceiver<Ack>) {
+async fn deletes(client: Sqs, url: String, mut rx: mpsc::UnboundedReceiver<Ack>) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         let until = tokio::time::Instant::now() + LINGER;
@@ -65,7 +66,7 @@ async fn deletes(client: aws_sdk_sqs::Client, url: String, mut rx: mpsc::Unbound
 }
 
 /// Deletes the batch's messages; the outcome of each, in order.
-async fn delete(client: &aws_sdk_sqs::Client, url: &str, batch: &[Ack]) -> Vec<StoreResult<()>> {
+async fn delete(client: &Sqs, url: &str, batch: &[Ack]) -> Vec<StoreResult<()>> {
     let mut entries = Vec::with_capacity(batch.len());
     for (i, (receipt, _)) in batch.iter().enumerate() {
         match aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
@@ -87,7 +88,7 @@ async fn delete(client: &aws_sdk_sqs::Client, url: &str, batch: &[Ack]) -> Vec<S
         .delete_message_batch()
         .queue_url(url)
         .set_entries(Some(entries))
-        .send()
+        .send_by(client.wire())
         .await
     {
         Ok(out) => out,

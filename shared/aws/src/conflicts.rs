@@ -68,7 +68,7 @@ pub(crate) async fn transact(
             .transact_write_items()
             .client_request_token(ulid::Ulid::new().to_string())
             .set_transact_items(Some(items.clone()))
-            .send_by(&client.wire)
+            .send_by(client.wire())
             .await;
         match r {
             Ok(_) => return Ok(()),

@@ -155,7 +155,7 @@ impl DynamoStore {
                     .client
                     .batch_get_item()
                     .request_items(&self.table, r)
-                    .send_by(&self.client.wire)
+                    .send_by(self.client.wire())
                     .await
                     .map_err(sdk)?;
                 found.extend(
@@ -193,7 +193,7 @@ impl DynamoStore {
                     .client
                     .batch_write_item()
                     .request_items(&self.table, writes)
-                    .send_by(&self.client.wire)
+                    .send_by(self.client.wire())
                     .await
                     .map_err(sdk)?;
                 writes = out

@@ -57,7 +57,7 @@ impl Gates for DynamoStore {
                     .item("expires_at", expiry(until))
                     .condition_expression("attribute_not_exists(PK) OR lease_until < :now")
                     .expression_attribute_values(":now", n(now))
-                    .send_by(&self.client.wire)
+                    .send_by(self.client.wire())
             })
             .await;
             if conditional(r)? {
@@ -75,7 +75,7 @@ impl Gates for DynamoStore {
                 .set_key(Some(key(format!("GATE#{gate}"), format!("PLACE#{place}"))))
                 .condition_expression("holder = :me")
                 .expression_attribute_values(":me", s(holder))
-                .send_by(&self.client.wire)
+                .send_by(self.client.wire())
         })
         .await;
         conditional(r).map(|_| ())
@@ -113,7 +113,7 @@ impl Gates for DynamoStore {
                     .expression_attribute_values(":seen", n(old)),
                 None => put.condition_expression("attribute_not_exists(PK)"),
             };
-            if conditional(conflicts::write(|| put.clone().send_by(&self.client.wire)).await)? {
+            if conditional(conflicts::write(|| put.clone().send_by(self.client.wire())).await)? {
                 return Ok(DateTime::from_timestamp_millis(start).unwrap_or(now));
             }
         }
@@ -131,7 +131,7 @@ impl DynamoStore {
             .consistent_read(true)
             .key_condition_expression("PK = :pk")
             .expression_attribute_values(":pk", s(pk.to_string()))
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await
             .map_err(sdk)?;
         Ok(page

@@ -41,7 +41,7 @@ impl IdempotencyStore for DynamoStore {
                 .set_item(Some(item.clone()))
                 .condition_expression("attribute_not_exists(PK) OR expires_at < :now")
                 .expression_attribute_values(":now", n(now.timestamp()))
-                .send_by(&self.client.wire)
+                .send_by(self.client.wire())
                 .await;
             if conditional(r)? {
                 return Ok(Reservation::Reserved);
@@ -80,7 +80,7 @@ impl IdempotencyStore for DynamoStore {
             .expression_attribute_names("#r", "response")
             .expression_attribute_values(":r", s(response))
             .expression_attribute_values(":e", n(until.timestamp()))
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await
             .map_err(sdk)?;
         Ok(())
@@ -94,7 +94,7 @@ impl IdempotencyStore for DynamoStore {
             .set_key(Some(item_key(user, idem)))
             .condition_expression("attribute_not_exists(#r)")
             .expression_attribute_names("#r", "response")
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await;
         conditional(r).map(|_| ())
     }

@@ -41,7 +41,7 @@ impl KeyStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(key(MARKER.into(), MARKER.into())))
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await
             .map_err(sdk)?;
         let mut item = key(key_pk(api_key), "KEY".into());
@@ -51,7 +51,7 @@ impl KeyStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await
             .map_err(sdk)?;
         Ok(())

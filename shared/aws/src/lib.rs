@@ -22,7 +22,7 @@ pub use dynamo::DynamoStore;
 pub use keys::KeyStore;
 pub use s3::S3Blobs;
 pub use sqs::SqsQueue;
-pub use wire::{Dynamo, SendBy, Wire};
+pub use wire::{Dynamo, SendBy, Sqs, Wire, WithWire};
 
 use aws_smithy_http_client::tls;
 use sarvcrawl_core::ports::Clock;
@@ -69,7 +69,7 @@ impl Names {
 #[derive(Clone)]
 pub struct Clients {
     pub dynamo: Dynamo,
-    pub sqs: aws_sdk_sqs::Client,
+    pub sqs: Sqs,
     pub s3: aws_sdk_s3::Client,
 }
 
@@ -138,8 +138,11 @@ impl Clients {
             },
         );
         Clients {
-            dynamo: Dynamo::new(aws_sdk_dynamodb::Client::from_conf(dynamo_config), wire),
-            sqs: aws_sdk_sqs::Client::from_conf(sqs_config),
+            dynamo: Dynamo::new(
+                aws_sdk_dynamodb::Client::from_conf(dynamo_config),
+                wire.clone(),
+            ),
+            sqs: Sqs::new(aws_sdk_sqs::Client::from_conf(sqs_config), wire.clone()),
             s3: aws_sdk_s3::Client::from_conf(s3_config),
         }
     }
@@ -185,7 +188,11 @@ impl Aws {
                 SqsQueue::new(clients.sqs.clone(), &names.queue_url)
                     .with_render_queue(names.render_queue_url.as_deref()),
             ),
-            blobs: Arc::new(S3Blobs::new(clients.s3.clone(), &names.bucket)),
+            blobs: Arc::new(S3Blobs::new(
+                clients.s3.clone(),
+                clients.dynamo.wire().clone(),
+                &names.bucket,
+            )),
             keys: KeyStore::new(clients.dynamo.clone(), &names.table),
         }
     }
@@ -239,7 +246,7 @@ mod tests {
             "a stalled answer must fail within the call's timeouts (SDK)"
         );
         let started = std::time::Instant::now();
-        let call = request.send_by(&clients.dynamo.wire);
+        let call = request.send_by(clients.dynamo.wire());
         let answer = tokio::time::timeout(Duration::from_secs(10), call).await;
         assert!(
             matches!(

@@ -76,7 +76,7 @@ impl DynamoStore {
             if let Some(m) = max {
                 q = q.limit(m as i32);
             }
-            let page = q.send_by(&self.client.wire).await.map_err(sdk)?;
+            let page = q.send_by(self.client.wire()).await.map_err(sdk)?;
             for i in page.items() {
                 out.push(monitor(i)?);
             }
@@ -98,7 +98,7 @@ impl MonitorStore for DynamoStore {
             .table_name(&self.table)
             .set_item(Some(item(m, 0)?))
             .condition_expression("attribute_not_exists(PK)")
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await;
         if conditional(r)? {
             Ok(())
@@ -134,7 +134,7 @@ impl MonitorStore for DynamoStore {
             .condition_expression("version = :v AND user_id = :u")
             .expression_attribute_values(":v", n(m.version))
             .expression_attribute_values(":u", s(m.user_id.as_str()))
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await;
         conditional(r)
     }
@@ -147,7 +147,7 @@ impl MonitorStore for DynamoStore {
             .set_key(Some(key(pk(id), "MON".into())))
             .condition_expression("user_id = :u")
             .expression_attribute_values(":u", s(user.as_str()))
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await;
         conditional(r)
     }

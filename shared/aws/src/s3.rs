@@ -1,19 +1,24 @@
 //! Documents in S3.
 
+use crate::Wire;
 use async_trait::async_trait;
+use aws_sdk_s3::operation::put_object::PutObjectError;
 use bytes::Bytes;
 use sarvcrawl_core::ports::{BlobStore, StoreError, StoreResult};
 
 /// S3-backed [`BlobStore`].
 pub struct S3Blobs {
     client: aws_sdk_s3::Client,
+    /// Puts go through the wire; the rest through the SDK.
+    wire: Wire,
     bucket: String,
 }
 
 impl S3Blobs {
-    pub fn new(client: aws_sdk_s3::Client, bucket: &str) -> Self {
+    pub fn new(client: aws_sdk_s3::Client, wire: Wire, bucket: &str) -> Self {
         S3Blobs {
             client,
+            wire,
             bucket: bucket.to_string(),
         }
     }
@@ -32,16 +37,10 @@ fn content_type_of(key: &str) -> &'static str {
 #[async_trait]
 impl BlobStore for S3Blobs {
     async fn put(&self, key: &str, body: Bytes) -> StoreResult<()> {
-        self.client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .content_type(content_type_of(key))
-            .body(body.into())
-            .send()
+        self.wire
+            .put_object(&self.bucket, key, content_type_of(key), body)
             .await
-            .map_err(crate::errors::sdk)?;
-        Ok(())
+            .map_err(|f| crate::errors::sdk(f.into_sdk(|meta, _| PutObjectError::generic(meta))))
     }
 
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {

@@ -47,6 +47,6 @@ impl SigningKeyStore for DynamoStore {
             put.condition_expression("version = :v")
                 .expression_attribute_values(":v", n(keys.version))
         };
-        conditional(put.send_by(&self.client.wire).await)
+        conditional(put.send_by(self.client.wire()).await)
     }
 }

@@ -1,13 +1,11 @@
 //! The work queue on SQS.
 
 use crate::acks::Acks;
+use crate::{SendBy, Sqs};
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
 use sarvcrawl_core::ports::{Delivery, StoreError, StoreResult, Task, WorkQueue};
 use std::time::Duration;
-
-/// How much longer than its wait a long poll may take before it is given up.
-const POLL_MARGIN: Duration = Duration::from_secs(10);
 
 /// SQS's longest delay of a message.
 const MAX_DELAY_SECS: u64 = 900;
@@ -15,7 +13,7 @@ const MAX_DELAY_SECS: u64 = 900;
 /// SQS-backed [`WorkQueue`]: tasks go to the work queue, or to the render queue when they
 /// render and the deployment has one; receipts belong to the queue this process consumes.
 pub struct SqsQueue {
-    client: aws_sdk_sqs::Client,
+    client: Sqs,
     /// The queue received from, acknowledged on and deferred on.
     url: String,
     /// Where new tasks go.
@@ -26,7 +24,7 @@ pub struct SqsQueue {
 }
 
 impl SqsQueue {
-    pub fn new(client: aws_sdk_sqs::Client, url: &str) -> Self {
+    pub fn new(client: Sqs, url: &str) -> Self {
         let acks = Acks::new(client.clone(), url);
         SqsQueue {
             client,
@@ -79,7 +77,7 @@ impl SqsQueue {
                 .send_message_batch()
                 .queue_url(queue)
                 .set_entries(Some(entries))
-                .send()
+                .send_by(self.client.wire())
                 .await
                 .map_err(crate::errors::sdk)?;
             if !out.failed().is_empty() {
@@ -124,17 +122,8 @@ impl WorkQueue for SqsQueue {
             .wait_time_seconds(wait.as_secs().min(20) as i32)
             .set_visibility_timeout(self.visibility.map(|v| v.as_secs().min(43_200) as i32))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
-            // A long poll outlasts the client's usual attempt timeout.
-            .customize()
-            .config_override(
-                aws_sdk_sqs::config::Builder::default().timeout_config(
-                    aws_config::timeout::TimeoutConfig::builder()
-                        .operation_attempt_timeout(wait + POLL_MARGIN)
-                        .operation_timeout(wait + POLL_MARGIN * 2)
-                        .build(),
-                ),
-            )
-            .send()
+            // (The wire adds a long poll's wait to the call's timeouts.)
+            .send_by(self.client.wire())
             .await
             .map_err(crate::errors::sdk)?;
         if out.messages().is_empty() && wait.as_secs() == 0 {
@@ -181,7 +170,7 @@ impl WorkQueue for SqsQueue {
             .queue_url(&self.url)
             .receipt_handle(receipt)
             .visibility_timeout(visibility.as_secs().min(43_200) as i32)
-            .send()
+            .send_by(self.client.wire())
             .await
             .map_err(crate::errors::sdk)?;
         Ok(())

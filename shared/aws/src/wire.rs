@@ -1,18 +1,23 @@
-//! DynamoDB's JSON protocol, spoken directly. The SDK's orchestration of a call (its
-//! interceptors, endpoint rules, identity resolution, retry classifiers, request and answer
-//! serialisers) cost several times the call's own work on the page path, where a page makes
-//! five or six small calls; this client sends the same requests, built by the SDK's builders,
-//! and answers with the SDK's outputs and errors, so the stores handle them as before.
+//! DynamoDB's and SQS's JSON protocols, and S3's `PutObject`, spoken directly. The SDK's
+//! orchestration of a call (its interceptors, endpoint rules, identity resolution, retry
+//! classifiers, request and answer serialisers) costs several times the call's own work on
+//! the page path, where a page makes five or six small DynamoDB calls, one or two SQS calls
+//! and stores one document; this client sends the
+//! same requests, built by the SDK's builders, and answers with the SDK's outputs and errors,
+//! so the stores handle them as before.
 //!
 //! What it does that the SDK did: signature version 4 with the SDK's credentials chain (its
-//! keys cached until five minutes before they expire), the endpoint (`AWS_ENDPOINT_URL_DYNAMODB`,
-//! `AWS_ENDPOINT_URL`, or the region's), the deployment's timeouts (to connect, per try with
-//! the answer read whole, and in all), and retries of throttles, 5xx answers, timeouts and
-//! dropped connections with exponential backoff and full jitter. What it leaves out: FIPS and
-//! dual-stack endpoints, and the SDK's client-side retry quota.
+//! keys cached until five minutes before they expire), the endpoints (`AWS_ENDPOINT_URL_<SERVICE>`,
+//! `AWS_ENDPOINT_URL`, or the region's; S3 path-style when overridden, as the clients are), the
+//! deployment's timeouts (to connect, per try with the answer read whole, and in all), and
+//! retries of throttles, 5xx answers, timeouts and dropped connections with exponential
+//! backoff and full jitter. What it leaves out: FIPS and dual-stack endpoints, the SDK's
+//! client-side retry quota, and S3's CRC checksums (the signed payload hash, which S3 checks,
+//! stands for them).
 
 mod json;
 mod ops;
+mod queue;
 mod read;
 mod sign;
 
@@ -28,17 +33,22 @@ use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// DynamoDB as the stores use it: the SDK's client, whose builders make the requests (it
-/// derefs to it), and the [`Wire`] that sends them.
+/// An SDK client as the stores use it: its builders make the requests (it derefs to it), and
+/// the [`Wire`] sends them.
 #[derive(Clone)]
-pub struct Dynamo {
-    sdk: aws_sdk_dynamodb::Client,
-    pub(crate) wire: Wire,
+pub struct WithWire<C> {
+    sdk: C,
+    wire: Wire,
 }
 
-impl Dynamo {
-    pub(crate) fn new(sdk: aws_sdk_dynamodb::Client, wire: Wire) -> Self {
-        Dynamo { sdk, wire }
+/// DynamoDB's client with the wire.
+pub type Dynamo = WithWire<aws_sdk_dynamodb::Client>;
+/// SQS's client with the wire.
+pub type Sqs = WithWire<aws_sdk_sqs::Client>;
+
+impl<C> WithWire<C> {
+    pub(crate) fn new(sdk: C, wire: Wire) -> Self {
+        WithWire { sdk, wire }
     }
 
     /// The wire the stores send their requests through.
@@ -47,20 +57,28 @@ impl Dynamo {
     }
 }
 
-impl std::ops::Deref for Dynamo {
-    type Target = aws_sdk_dynamodb::Client;
-    fn deref(&self) -> &Self::Target {
+impl<C> std::ops::Deref for WithWire<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
         &self.sdk
     }
 }
 
-/// A DynamoDB endpoint with its keys, region and HTTP client; cheap to clone.
+/// DynamoDB's, SQS's and S3's endpoints with the keys, region and HTTP client; cheap to clone.
 #[derive(Clone)]
 pub struct Wire(Arc<Inner>);
 
 struct Inner {
-    /// The endpoint and the HTTP client, or why there are none (every call fails with it).
-    endpoint: Result<(Endpoint, reqwest::Client), String>,
+    /// The HTTP client, or why there is none (every call fails with it).
+    http: Result<reqwest::Client, String>,
+    /// DynamoDB's and SQS's endpoints, or why they are unusable (every call to them fails
+    /// with it).
+    dynamodb: Result<Endpoint, String>,
+    sqs: Result<Endpoint, String>,
+    /// S3's endpoint; objects are addressed by path on it (`/<bucket>/<key>`) when
+    /// `s3_by_path`, else on `<bucket>.<host>`.
+    s3: Result<Endpoint, String>,
+    s3_by_path: bool,
     region: String,
     credentials: Option<SharedCredentialsProvider>,
     cached: Mutex<Option<Credentials>>,
@@ -158,16 +176,24 @@ pub(crate) struct Limits {
 }
 
 impl Wire {
-    /// A client of `config`'s DynamoDB endpoint, region and credentials.
+    /// A client of `config`'s endpoints, region and credentials.
     pub(crate) fn new(config: &aws_config::SdkConfig, limits: &Limits) -> Self {
         let region = config
             .region()
             .map(|r| r.as_ref().to_string())
             .unwrap_or_else(|| "us-east-1".to_string());
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let url = env("AWS_ENDPOINT_URL_DYNAMODB")
-            .or_else(|| config.endpoint_url().map(str::to_string))
+        let overridden = |service: &str| {
+            env(&format!("AWS_ENDPOINT_URL_{service}"))
+                .or_else(|| config.endpoint_url().map(str::to_string))
+        };
+        let dynamodb = overridden("DYNAMODB")
             .unwrap_or_else(|| format!("https://dynamodb.{region}.amazonaws.com"));
+        let sqs =
+            overridden("SQS").unwrap_or_else(|| format!("https://sqs.{region}.amazonaws.com"));
+        let s3 = overridden("S3");
+        let s3_by_path = s3.is_some();
+        let s3 = s3.unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com"));
         let http = reqwest::Client::builder()
             .connect_timeout(limits.connect)
             .pool_idle_timeout(Duration::from_secs(30))
@@ -179,7 +205,11 @@ impl Wire {
             .build()
             .map_err(|e| format!("HTTP client: {e}"));
         Wire(Arc::new(Inner {
-            endpoint: Endpoint::parse(&url).and_then(|e| Ok((e, http?))),
+            http,
+            dynamodb: Endpoint::parse(&dynamodb),
+            sqs: Endpoint::parse(&sqs),
+            s3: Endpoint::parse(&s3),
+            s3_by_path,
             region,
             credentials: config.credentials_provider(),
             cached: Mutex::new(None),
@@ -189,14 +219,91 @@ impl Wire {
         }))
     }
 
-    /// Sends `body` to the operation `target` (`DynamoDB_20120810.GetItem` ...), tried again
-    /// while it fails in a way that may pass; the answer's body on success.
-    pub(crate) async fn call(&self, target: &str, body: Vec<u8>) -> Result<Bytes, Failure> {
-        let body = Bytes::from(body);
+    /// Sends `body` to the JSON operation `target` of `service` (`DynamoDB_20120810.GetItem`,
+    /// `AmazonSQS.ReceiveMessage` ...); the answer's body. `longer` is added to the call's
+    /// timeouts (a long poll's wait).
+    pub(crate) async fn call(
+        &self,
+        service: Json,
+        target: &str,
+        body: Vec<u8>,
+        longer: Duration,
+    ) -> Result<Bytes, Failure> {
+        let (endpoint, name) = match service {
+            Json::DynamoDb => (&self.0.dynamodb, "dynamodb"),
+            Json::Sqs => (&self.0.sqs, "sqs"),
+        };
+        let endpoint = endpoint.as_ref().map_err(|e| construction(e))?;
+        let hash = sign::payload_hash(&body);
+        let headers = [
+            ("content-type", "application/x-amz-json-1.0"),
+            ("x-amz-target", target),
+        ];
+        let call = Call {
+            method: reqwest::Method::POST,
+            url: &endpoint.url,
+            host: &endpoint.host,
+            path: &endpoint.path,
+            service: name,
+            headers: &headers,
+            payload_hash: &hash,
+            longer,
+        };
+        self.send(&call, Bytes::from(body), read::json_refusal)
+            .await
+    }
+
+    /// Stores `body` in S3 as the object `key` of `bucket`, of type `content_type`.
+    pub(crate) async fn put_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        content_type: &str,
+        body: Bytes,
+    ) -> Result<(), Failure> {
+        let endpoint = self.0.s3.as_ref().map_err(|e| construction(e))?;
+        let mut path = String::with_capacity(endpoint.path.len() + bucket.len() + key.len() + 8);
+        path.push_str(endpoint.path.trim_end_matches('/'));
+        let host = if self.0.s3_by_path || bucket.contains('.') {
+            path.push('/');
+            encode_path(&mut path, bucket);
+            endpoint.host.clone()
+        } else {
+            format!("{bucket}.{}", endpoint.host)
+        };
+        path.push('/');
+        encode_path(&mut path, key);
+        let url = format!("{}://{host}{path}", endpoint.scheme);
+        let hash = sign::payload_hash(&body);
+        let headers = [
+            ("content-type", content_type),
+            ("x-amz-content-sha256", hash.as_str()),
+        ];
+        let call = Call {
+            method: reqwest::Method::PUT,
+            url: &url,
+            host: &host,
+            path: &path,
+            service: "s3",
+            headers: &headers,
+            payload_hash: &hash,
+            longer: Duration::ZERO,
+        };
+        self.send(&call, body, read::s3_refusal).await.map(|_| ())
+    }
+
+    /// Sends `call` with `body`, tried again while it fails in a way that may pass; `refusal`
+    /// reads an error's body.
+    async fn send(
+        &self,
+        call: &Call<'_>,
+        body: Bytes,
+        refusal: fn(u16, Bytes) -> Failure,
+    ) -> Result<Bytes, Failure> {
         let tries = async {
             let mut n = 0;
             loop {
-                match self.try_once(target, body.clone()).await {
+                match self.try_once(call, body.clone(), refusal).await {
                     Err(f) if f.passing() && n + 1 < self.0.attempts => {}
                     other => return other,
                 }
@@ -206,26 +313,29 @@ impl Wire {
                 n += 1;
             }
         };
-        tokio::time::timeout(self.0.operation_timeout, tries)
+        tokio::time::timeout(self.0.operation_timeout + call.longer * 2, tries)
             .await
             .unwrap_or(Err(Failure::Timeout))
     }
 
-    async fn try_once(&self, target: &str, body: Bytes) -> Result<Bytes, Failure> {
-        let (endpoint, http) = self
-            .0
-            .endpoint
-            .as_ref()
-            .map_err(|e| Failure::Construction(e.clone().into()))?;
+    async fn try_once(
+        &self,
+        call: &Call<'_>,
+        body: Bytes,
+        refusal: fn(u16, Bytes) -> Failure,
+    ) -> Result<Bytes, Failure> {
+        let http = self.0.http.as_ref().map_err(|e| construction(e))?;
         let keys = self.credentials().await?;
         let time = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
-        let signed = sign::sign(
+        let authorization = sign::sign(
             &sign::Request {
-                host: &endpoint.host,
-                path: &endpoint.path,
+                method: call.method.as_str(),
+                host: call.host,
+                path: call.path,
+                service: call.service,
                 region: &self.0.region,
-                target,
-                body: &body,
+                headers: call.headers,
+                payload_hash: call.payload_hash,
             },
             &sign::Keys {
                 id: keys.access_key_id(),
@@ -235,12 +345,13 @@ impl Wire {
             &time,
         );
         let mut request = http
-            .post(&endpoint.url)
-            .timeout(self.0.attempt_timeout)
-            .header("content-type", sign::CONTENT_TYPE)
-            .header("x-amz-target", target)
-            .header("x-amz-date", signed.date)
-            .header("authorization", signed.authorization);
+            .request(call.method.clone(), call.url)
+            .timeout(self.0.attempt_timeout + call.longer)
+            .header("x-amz-date", time)
+            .header("authorization", authorization);
+        for (name, value) in call.headers {
+            request = request.header(*name, *value);
+        }
         if let Some(token) = keys.session_token() {
             request = request.header("x-amz-security-token", token);
         }
@@ -254,18 +365,7 @@ impl Wire {
         if status == 200 {
             return Ok(bytes);
         }
-        let mut refusal: read::Refusal = serde_json::from_slice(&bytes).unwrap_or_default();
-        let code = match refusal.code() {
-            "" => format!("HTTP {status}"),
-            c => c.to_string(),
-        };
-        Err(Failure::Refused {
-            status,
-            code,
-            message: refusal.message.take(),
-            reasons: refusal.reasons(),
-            body: bytes,
-        })
+        Err(refusal(status, bytes))
     }
 
     /// The keys to sign with: the cached ones until five minutes before they expire.
@@ -293,9 +393,45 @@ impl Wire {
     }
 }
 
-/// Where requests go: the URL, and its host and path as signed.
+/// One request, as sent and as signed.
+struct Call<'a> {
+    method: reqwest::Method,
+    url: &'a str,
+    host: &'a str,
+    path: &'a str,
+    service: &'a str,
+    headers: &'a [(&'a str, &'a str)],
+    payload_hash: &'a str,
+    /// Added to the timeouts.
+    longer: Duration,
+}
+
+/// The services spoken in JSON.
+#[derive(Clone, Copy)]
+pub(crate) enum Json {
+    DynamoDb,
+    Sqs,
+}
+
+fn construction(e: &str) -> Failure {
+    Failure::Construction(e.into())
+}
+
+/// Appends `s` percent-encoded as a path: every byte but the unreserved ones and `/`.
+fn encode_path(path: &mut String, s: &str) {
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            path.push(b as char);
+        } else {
+            path.push_str(&format!("%{b:02X}"));
+        }
+    }
+}
+
+/// Where requests go: the URL, and its scheme, host and path as signed.
 struct Endpoint {
     url: String,
+    scheme: String,
     host: String,
     path: String,
 }
@@ -309,6 +445,7 @@ impl Endpoint {
             (None, _) => return Err(format!("DynamoDB endpoint {url} has no host")),
         };
         Ok(Endpoint {
+            scheme: parsed.scheme().to_string(),
             path: parsed.path().to_string(),
             url: parsed.to_string(),
             host,

@@ -322,7 +322,7 @@ impl DynamoStore {
                 .table_name(&self.table)
                 .set_item(Some(item.clone()))
                 .condition_expression("attribute_not_exists(PK)")
-                .send_by(&self.client.wire)
+                .send_by(self.client.wire())
         })
         .await;
         conditional(r)
@@ -364,7 +364,7 @@ impl DynamoStore {
                 .expression_attribute_values(":now", n(self.clock.now().timestamp_millis()))
                 .expression_attribute_values(":me", s(holder))
                 .return_values(ReturnValue::AllOld)
-                .send_by(&self.client.wire)
+                .send_by(self.client.wire())
         })
         .await;
         let Some(out) = conditional_output(r)? else {
@@ -396,7 +396,7 @@ impl DynamoStore {
                 .update_expression("SET lease_until = :run_out")
                 .condition_expression("attribute_exists(PK)")
                 .expression_attribute_values(":run_out", n(0))
-                .send_by(&self.client.wire)
+                .send_by(self.client.wire())
         })
         .await;
         conditional(r)?;
@@ -422,7 +422,7 @@ impl DynamoStore {
             .expression_attribute_values(":pk", s(job_pk(user, job)))
             .expression_attribute_values(":node", s(node_key.as_str()))
             .expression_attribute_values(":lease", s(lease_key.as_str()))
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await
             .map_err(sdk)?;
         let items = out.items.unwrap_or_default();

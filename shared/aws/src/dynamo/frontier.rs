@@ -62,7 +62,7 @@ impl DynamoStore {
             .expression_attribute_values(":from", n(from))
             .expression_attribute_values(":to", n(to))
             .limit(max.clamp(1, 1000) as i32)
-            .pages_by(&self.client.wire);
+            .pages_by(self.client.wire());
         while let Some(item) = pages.next().await {
             out.push(item.map_err(sdk)?);
             if out.len() >= max {
@@ -156,7 +156,7 @@ impl DynamoStore {
                         ":most",
                         n(u64::from(max_in_flight).saturating_sub(let_go.len() as u64)),
                     )
-                    .send_by(&self.client.wire)
+                    .send_by(self.client.wire())
             })
             .await;
             if conditional(r)? {
@@ -254,7 +254,7 @@ impl DynamoStore {
             .index_name(ACTIVE_INDEX)
             .key_condition_expression("GSI2PK = :a")
             .expression_attribute_values(":a", s("ACTIVE"))
-            .pages_by(&self.client.wire);
+            .pages_by(self.client.wire());
         while let Some(item) = pages.next().await {
             let item = item.map_err(sdk)?;
             let kind = get_s(&item, "kind").and_then(JobKind::parse);
@@ -309,7 +309,7 @@ impl DynamoStore {
                 .expression_attribute_values(":now", s(activity(at)))
                 .expression_attribute_values(":seen", s(activity(seen)))
                 .expression_attribute_values(":one", n(1))
-                .send_by(&self.client.wire)
+                .send_by(self.client.wire())
         })
         .await;
         conditional(r)

@@ -62,7 +62,7 @@ pub(crate) async fn read_item(
         .table_name(table)
         .set_key(Some(key))
         .consistent_read(consistent)
-        .send_by(&client.wire)
+        .send_by(client.wire())
         .await
         .map_err(sdk)?;
     Ok(out.item)

@@ -46,7 +46,7 @@ impl DynamoStore {
             .expression_attribute_values(":j", s(JOB_SK))
             .set_projection_expression(projection)
             .set_expression_attribute_names(names.map(HashMap::from_iter))
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await
             .map_err(sdk)?;
         let (mut job, mut counts) = (None, None);
@@ -94,7 +94,7 @@ impl DynamoStore {
             .consistent_read(true)
             .projection_expression("user_id, #status")
             .expression_attribute_names("#status", "status")
-            .send_by(&self.client.wire)
+            .send_by(self.client.wire())
             .await
             .map_err(sdk)?;
         let Some(item) = out.item else {
@@ -230,7 +230,7 @@ impl DynamoStore {
             req = req.filter_expression(filters.join(" AND "));
         }
         let mut items = Vec::new();
-        let mut pages = req.pages_by(&self.client.wire);
+        let mut pages = req.pages_by(self.client.wire());
         while let Some(item) = pages.next().await {
             items.push(item.map_err(sdk)?);
             if items.len() >= q.limit as usize {
@@ -404,7 +404,7 @@ impl DynamoStore {
                 .expression_attribute_values(":queued", s("queued"))
                 .expression_attribute_values(":at", s(stored_time(at)))
                 .expression_attribute_values(":u", s(user.as_str()))
-                .send_by(&self.client.wire)
+                .send_by(self.client.wire())
         })
         .await;
         conditional(r)
@@ -427,7 +427,7 @@ impl DynamoStore {
                 .condition_expression("job_id = :j")
                 .expression_attribute_values(":l", n(lease_until.timestamp_millis()))
                 .expression_attribute_values(":j", s(job.as_str()))
-                .send_by(&self.client.wire)
+                .send_by(self.client.wire())
         })
         .await;
         conditional(r).map(|_| ())

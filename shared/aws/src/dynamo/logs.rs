@@ -97,7 +97,7 @@ impl DynamoStore {
             .expression_attribute_values(":to", s("RES#~"))
             .limit(limit.saturating_add(1).min(1000) as i32)
             .consistent_read(true)
-            .pages_by(&self.client.wire);
+            .pages_by(self.client.wire());
         while let Some(item) = pages.next().await {
             let item = item.map_err(sdk)?;
             if entries.len() == limit as usize {
@@ -222,7 +222,7 @@ impl DynamoStore {
             .expression_attribute_values(":to", s("LOG#~"))
             .limit(limit.clamp(1, 1000) as i32)
             .consistent_read(true)
-            .pages_by(&self.client.wire);
+            .pages_by(self.client.wire());
         while out.len() < limit as usize {
             let Some(item) = pages.next().await else {
                 break;

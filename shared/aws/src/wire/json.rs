@@ -218,6 +218,21 @@ impl Obj<'_> {
         self.item("ExpressionAttributeValues", values)
     }
 
+    pub fn strings(&mut self, k: &str, v: &[impl AsRef<str>]) -> &mut Self {
+        if !v.is_empty() {
+            self.key(k);
+            self.body.raw("[");
+            for (i, s) in v.iter().enumerate() {
+                if i > 0 {
+                    self.body.raw(",");
+                }
+                self.body.string(s.as_ref());
+            }
+            self.body.raw("]");
+        }
+        self
+    }
+
     /// A field whose value `write` writes.
     pub fn with(&mut self, k: &str, write: impl FnOnce(&mut Body)) -> &mut Self {
         self.key(k);

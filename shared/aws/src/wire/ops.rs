@@ -3,7 +3,7 @@
 
 use super::json::{self, refuse, Body, Unsupported};
 use super::read::{self, BatchGot, BatchWritten, GotItem, Queried, Written};
-use super::{response, Failure, Wire};
+use super::{response, Failure, Json, Wire};
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::batch_get_item::builders::BatchGetItemFluentBuilder;
@@ -28,6 +28,7 @@ use aws_sdk_dynamodb::types::error::TransactionCanceledException;
 use aws_sdk_dynamodb::types::CancellationReason;
 use bytes::Bytes;
 use std::future::Future;
+use std::time::Duration;
 
 /// Sends an SDK request through a [`Wire`] instead of the SDK.
 pub trait SendBy {
@@ -41,9 +42,9 @@ pub trait SendBy {
 
 /// Calls `target` with the body `write` writes, and reads the answer with `output`; `error`
 /// makes the operation's error of a refusal.
-async fn exchange<O, E, A>(
+pub(super) async fn exchange<O, E, A>(
     wire: &Wire,
-    target: &str,
+    (service, target, longer): (Json, &str, Duration),
     write: impl FnOnce(&mut Body) -> Result<(), Unsupported>,
     output: impl FnOnce(A) -> Result<O, aws_sdk_dynamodb::error::BuildError>,
     error: impl FnOnce(ErrorMetadata, Option<Vec<CancellationReason>>) -> E,
@@ -54,7 +55,7 @@ where
     let mut body = Body::new();
     write(&mut body).map_err(SdkError::construction_failure)?;
     let answer: Bytes = wire
-        .call(target, body.into_bytes())
+        .call(service, target, body.into_bytes(), longer)
         .await
         .map_err(|f: Failure| f.into_sdk(error))?;
     let unreadable = |e: Box<dyn std::error::Error + Send + Sync>| {
@@ -64,7 +65,12 @@ where
     output(read).map_err(|e| unreadable(e.into()))
 }
 
-fn generic<E>(
+/// A DynamoDB operation's target.
+fn dynamodb(target: &str) -> (Json, &str, Duration) {
+    (Json::DynamoDb, target, Duration::ZERO)
+}
+
+pub(super) fn generic<E>(
     make: fn(ErrorMetadata) -> E,
 ) -> impl FnOnce(ErrorMetadata, Option<Vec<CancellationReason>>) -> E {
     move |meta, _| make(meta)
@@ -83,7 +89,7 @@ impl SendBy for GetItemFluentBuilder {
         async move {
             exchange(
                 &wire,
-                "DynamoDB_20120810.GetItem",
+                dynamodb("DynamoDB_20120810.GetItem"),
                 |b| {
                     refuse("AttributesToGet", i.get_attributes_to_get().as_ref())?;
                     let mut o = b.object();
@@ -123,7 +129,7 @@ impl SendBy for PutItemFluentBuilder {
         async move {
             exchange(
                 &wire,
-                "DynamoDB_20120810.PutItem",
+                dynamodb("DynamoDB_20120810.PutItem"),
                 |b| {
                     refuse("Expected", i.get_expected().as_ref())?;
                     refuse("ConditionalOperator", i.get_conditional_operator().as_ref())?;
@@ -176,7 +182,7 @@ impl SendBy for UpdateItemFluentBuilder {
         async move {
             exchange(
                 &wire,
-                "DynamoDB_20120810.UpdateItem",
+                dynamodb("DynamoDB_20120810.UpdateItem"),
                 |b| {
                     refuse("AttributeUpdates", i.get_attribute_updates().as_ref())?;
                     refuse("Expected", i.get_expected().as_ref())?;
@@ -231,7 +237,7 @@ impl SendBy for DeleteItemFluentBuilder {
         async move {
             exchange(
                 &wire,
-                "DynamoDB_20120810.DeleteItem",
+                dynamodb("DynamoDB_20120810.DeleteItem"),
                 |b| {
                     refuse("Expected", i.get_expected().as_ref())?;
                     refuse("ConditionalOperator", i.get_conditional_operator().as_ref())?;
@@ -277,7 +283,7 @@ impl SendBy for QueryFluentBuilder {
         async move {
             exchange(
                 &wire,
-                "DynamoDB_20120810.Query",
+                dynamodb("DynamoDB_20120810.Query"),
                 |b| {
                     refuse("AttributesToGet", i.get_attributes_to_get().as_ref())?;
                     refuse("KeyConditions", i.get_key_conditions().as_ref())?;
@@ -336,7 +342,7 @@ impl SendBy for TransactWriteItemsFluentBuilder {
         async move {
             exchange(
                 &wire,
-                "DynamoDB_20120810.TransactWriteItems",
+                dynamodb("DynamoDB_20120810.TransactWriteItems"),
                 |b| {
                     let items = i.get_transact_items().as_deref().unwrap_or_default();
                     let mut failed = None;
@@ -383,7 +389,7 @@ impl SendBy for BatchWriteItemFluentBuilder {
         async move {
             exchange(
                 &wire,
-                "DynamoDB_20120810.BatchWriteItem",
+                dynamodb("DynamoDB_20120810.BatchWriteItem"),
                 |b| {
                     let mut failed = None;
                     let mut o = b.object();
@@ -441,7 +447,7 @@ impl SendBy for BatchGetItemFluentBuilder {
         async move {
             exchange(
                 &wire,
-                "DynamoDB_20120810.BatchGetItem",
+                dynamodb("DynamoDB_20120810.BatchGetItem"),
                 |b| {
                     let mut failed = None;
                     let mut o = b.object();

@@ -1,10 +1,12 @@
 //! DynamoDB's JSON answers read into the SDK's types: attribute values, items, and the
 //! outputs and errors of the operations the wire sends.
 
+use super::Failure;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
     AttributeValue, CancellationReason, DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest,
 };
+use bytes::Bytes;
 use serde::de::{Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -232,6 +234,42 @@ struct Reason {
     item: Option<ItemOf>,
 }
 
+/// A JSON error answer (DynamoDB's, SQS's) as a [`Failure`].
+pub(crate) fn json_refusal(status: u16, body: Bytes) -> Failure {
+    let mut refusal: Refusal = serde_json::from_slice(&body).unwrap_or_default();
+    let code = match refusal.code() {
+        "" => format!("HTTP {status}"),
+        c => c.to_string(),
+    };
+    Failure::Refused {
+        status,
+        code,
+        message: refusal.message.take(),
+        reasons: refusal.reasons(),
+        body,
+    }
+}
+
+/// An S3 error answer (`<Error><Code>...</Code><Message>...</Message>...`) as a [`Failure`].
+pub(crate) fn s3_refusal(status: u16, body: Bytes) -> Failure {
+    let text = String::from_utf8_lossy(&body);
+    let element = |name: &str| {
+        let open = format!("<{name}>");
+        let start = text.find(&open)? + open.len();
+        let end = text[start..].find('<')? + start;
+        Some(text[start..end].to_string())
+    };
+    let code = element("Code").unwrap_or_else(|| format!("HTTP {status}"));
+    let message = element("Message");
+    Failure::Refused {
+        status,
+        code,
+        message,
+        reasons: None,
+        body,
+    }
+}
+
 impl Refusal {
     /// The error's code: its type after the namespace.
     pub fn code(&self) -> &str {
@@ -324,5 +362,37 @@ mod tests {
             (r.code(), r.message.as_deref()),
             ("ValidationException", Some("bad"))
         );
+    }
+
+    fn code_and_message(f: Failure) -> (String, Option<String>) {
+        match f {
+            Failure::Refused { code, message, .. } => (code, message),
+            _ => panic!("a refusal"),
+        }
+    }
+
+    /// S3's errors are read from their XML; error answers without a readable body still name
+    /// their status.
+    #[test]
+    fn refusals_without_a_readable_body_name_their_status() {
+        let s3 = "<?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code>\
+                  <Message>The bucket is gone</Message></Error>";
+        assert_eq!(
+            code_and_message(s3_refusal(404, Bytes::from(s3))),
+            (
+                "NoSuchBucket".to_string(),
+                Some("The bucket is gone".to_string())
+            )
+        );
+        for body in ["", "<html>bad gateway</html>", "{"] {
+            assert_eq!(
+                code_and_message(s3_refusal(502, Bytes::from(body))).0,
+                "HTTP 502"
+            );
+            assert_eq!(
+                code_and_message(json_refusal(502, Bytes::from(body))).0,
+                "HTTP 502"
+            );
+        }
     }
 }

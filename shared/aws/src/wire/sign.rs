@@ -1,11 +1,9 @@
-//! Signature version 4 of a DynamoDB request: a JSON `POST` to the endpoint's path, signed over
-//! its content type, host, time, target (and session token), and its body's hash.
+//! Signature version 4 of a request without a query: its method, path, the headers it signs
+//! (besides `host` and `x-amz-date`, which it always signs, and the session token with
+//! temporary keys) and its payload's hash.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-
-/// The JSON protocol's content type.
-pub(crate) const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
 
 /// The keys a request is signed with.
 pub(crate) struct Keys<'a> {
@@ -16,65 +14,71 @@ pub(crate) struct Keys<'a> {
 
 /// What a request is, as far as its signature goes.
 pub(crate) struct Request<'a> {
+    pub method: &'a str,
     pub host: &'a str,
+    /// The path as sent (already percent-encoded).
     pub path: &'a str,
+    /// The service's signing name (`dynamodb`, `s3`).
+    pub service: &'a str,
     pub region: &'a str,
-    pub target: &'a str,
-    pub body: &'a [u8],
+    /// Headers to sign besides `host`, `x-amz-date` and the token: lower-case names.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// The payload's SHA-256 in hex.
+    pub payload_hash: &'a str,
 }
 
-/// The headers a signed request carries besides its content type, host and target:
-/// `x-amz-date`, `authorization` and, with temporary keys, `x-amz-security-token`.
-pub(crate) struct Signed {
-    pub date: String,
-    pub authorization: String,
+/// The SHA-256 of `body` in hex, as a signature's payload hash.
+pub(crate) fn payload_hash(body: &[u8]) -> String {
+    hex(&Sha256::digest(body))
 }
 
-/// Signs `request` with `keys` at `time` (UTC, `YYYYMMDDTHHMMSSZ`).
-pub(crate) fn sign(request: &Request, keys: &Keys, time: &str) -> Signed {
+/// The `authorization` header of `request` signed with `keys` at `time` (UTC,
+/// `YYYYMMDDTHHMMSSZ`, sent as `x-amz-date`).
+pub(crate) fn sign(request: &Request, keys: &Keys, time: &str) -> String {
     let day = time.get(..8).unwrap_or(time);
-    let scope = format!("{day}/{}/dynamodb/aws4_request", request.region);
-    let signed_headers = if keys.token.is_some() {
-        "content-type;host;x-amz-date;x-amz-security-token;x-amz-target"
-    } else {
-        "content-type;host;x-amz-date;x-amz-target"
-    };
-    let mut canonical = String::with_capacity(320);
-    canonical.push_str("POST\n");
-    canonical.push_str(request.path);
-    canonical.push_str("\n\ncontent-type:");
-    canonical.push_str(CONTENT_TYPE);
-    canonical.push_str("\nhost:");
-    canonical.push_str(request.host);
-    canonical.push_str("\nx-amz-date:");
-    canonical.push_str(time);
+    let scope = format!("{day}/{}/{}/aws4_request", request.region, request.service);
+    let mut headers: Vec<(&str, &str)> = Vec::with_capacity(request.headers.len() + 3);
+    headers.extend_from_slice(request.headers);
+    headers.push(("host", request.host));
+    headers.push(("x-amz-date", time));
     if let Some(token) = keys.token {
-        canonical.push_str("\nx-amz-security-token:");
-        canonical.push_str(token);
+        headers.push(("x-amz-security-token", token));
     }
-    canonical.push_str("\nx-amz-target:");
-    canonical.push_str(request.target);
-    canonical.push_str("\n\n");
-    canonical.push_str(signed_headers);
+    headers.sort_unstable_by_key(|h| h.0);
+    let mut canonical = String::with_capacity(384);
+    for part in [request.method, "\n", request.path, "\n\n"] {
+        canonical.push_str(part);
+    }
+    for (name, value) in &headers {
+        for part in [*name, ":", value.trim(), "\n"] {
+            canonical.push_str(part);
+        }
+    }
     canonical.push('\n');
-    canonical.push_str(&hex(&Sha256::digest(request.body)));
+    let mut signed_headers = String::with_capacity(96);
+    for (i, (name, _)) in headers.iter().enumerate() {
+        if i > 0 {
+            signed_headers.push(';');
+        }
+        signed_headers.push_str(name);
+    }
+    canonical.push_str(&signed_headers);
+    canonical.push('\n');
+    canonical.push_str(request.payload_hash);
 
     let to_sign = format!(
         "AWS4-HMAC-SHA256\n{time}\n{scope}\n{}",
         hex(&Sha256::digest(canonical.as_bytes()))
     );
     let mut key = mac(format!("AWS4{}", keys.secret).as_bytes(), day.as_bytes());
-    for part in [request.region, "dynamodb", "aws4_request"] {
+    for part in [request.region, request.service, "aws4_request"] {
         key = mac(&key, part.as_bytes());
     }
     let signature = hex(&mac(&key, to_sign.as_bytes()));
-    Signed {
-        date: time.to_string(),
-        authorization: format!(
-            "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
-            keys.id
-        ),
-    }
+    format!(
+        "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
+        keys.id
+    )
 }
 
 fn mac(key: &[u8], data: &[u8]) -> [u8; 32] {
@@ -101,13 +105,14 @@ mod tests {
     use super::*;
     use aws_credential_types::Credentials;
     use aws_sigv4::http_request::{
-        sign as sdk_sign, SignableBody, SignableRequest, SigningSettings,
+        sign as sdk_sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest,
+        SigningSettings, UriPathNormalizationMode,
     };
     use aws_sigv4::sign::v4::SigningParams;
     use std::time::{Duration, UNIX_EPOCH};
 
-    /// The SDK's own signer's `authorization` for the same request.
-    fn sdk_authorization(request: &Request, keys: &Keys, secs: u64) -> String {
+    /// The SDK's own signer's `authorization` for the same request, with S3's settings for S3.
+    fn sdk_authorization(request: &Request, keys: &Keys, body: &[u8], secs: u64) -> String {
         let identity = Credentials::new(
             keys.id,
             keys.secret,
@@ -116,27 +121,29 @@ mod tests {
             "test",
         )
         .into();
+        let mut settings = SigningSettings::default();
+        if request.service == "s3" {
+            settings.percent_encoding_mode = PercentEncodingMode::Single;
+            settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+            settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+        }
         let params = SigningParams::builder()
             .identity(&identity)
             .region(request.region)
-            .name("dynamodb")
+            .name(request.service)
             .time(UNIX_EPOCH + Duration::from_secs(secs))
-            .settings(SigningSettings::default())
+            .settings(settings)
             .build()
             .unwrap();
         let uri = format!("https://{}{}", request.host, request.path);
-        let headers = [
-            ("content-type", CONTENT_TYPE),
-            ("host", request.host),
-            ("x-amz-target", request.target),
-        ];
-        let signable = SignableRequest::new(
-            "POST",
-            &uri,
-            headers.into_iter(),
-            SignableBody::Bytes(request.body),
-        )
-        .unwrap();
+        let headers = request
+            .headers
+            .iter()
+            .filter(|h| h.0 != "x-amz-content-sha256")
+            .copied()
+            .chain([("host", request.host)]);
+        let signable =
+            SignableRequest::new(request.method, &uri, headers, SignableBody::Bytes(body)).unwrap();
         let (instructions, _) = sdk_sign(signable, &params.into()).unwrap().into_parts();
         let (headers, _) = instructions.into_parts();
         headers
@@ -147,26 +154,20 @@ mod tests {
             .to_string()
     }
 
-    /// The signature is the SDK signer's, with and without a session token, for bodies and
-    /// hosts of several shapes.
+    /// The signature is the SDK signer's, for DynamoDB's requests and S3's puts, with and
+    /// without a session token, for bodies, hosts and paths of several shapes.
     #[test]
     fn signatures_are_the_sdk_signers() {
         let bodies: [&[u8]; 3] = [
             b"{}",
-            br#"{"TableName":"t","Key":{"PK":{"S":"\u00e9"}}}"#,
+            "{\"Key\":{\"PK\":{\"S\":\"\u{e9}\"}}}".as_bytes(),
             b"",
         ];
         let mut checked = 0;
         for (i, body) in bodies.iter().enumerate() {
+            let hash = payload_hash(body);
             for token in [None, Some("FwoGZXIvYXdzEJr//token+/=")] {
                 for host in ["dynamodb.eu-west-1.amazonaws.com", "127.0.0.1:4566"] {
-                    let request = Request {
-                        host,
-                        path: "/",
-                        region: "eu-west-1",
-                        target: "DynamoDB_20120810.GetItem",
-                        body,
-                    };
                     let keys = Keys {
                         id: "AKIDEXAMPLE",
                         secret: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
@@ -177,14 +178,38 @@ mod tests {
                         .unwrap()
                         .format("%Y%m%dT%H%M%SZ")
                         .to_string();
-                    assert_eq!(
-                        sign(&request, &keys, &time).authorization,
-                        sdk_authorization(&request, &keys, secs)
-                    );
-                    checked += 1;
+                    let dynamodb = [
+                        ("content-type", "application/x-amz-json-1.0"),
+                        ("x-amz-target", "DynamoDB_20120810.GetItem"),
+                    ];
+                    let s3 = [
+                        ("content-type", "application/json"),
+                        ("x-amz-content-sha256", hash.as_str()),
+                    ];
+                    let requests = [
+                        ("POST", "/", "dynamodb", &dynamodb[..]),
+                        ("PUT", "/bucket/docs/u%20s/j-1/a~b_c.json", "s3", &s3[..]),
+                    ];
+                    for (method, path, service, headers) in requests {
+                        let request = Request {
+                            method,
+                            host,
+                            path,
+                            service,
+                            region: "eu-west-1",
+                            headers,
+                            payload_hash: &hash,
+                        };
+                        assert_eq!(
+                            sign(&request, &keys, &time),
+                            sdk_authorization(&request, &keys, body, secs),
+                            "{method} {path}"
+                        );
+                        checked += 1;
+                    }
                 }
             }
         }
-        assert_eq!(checked, 12);
+        assert_eq!(checked, 24);
     }
 }
