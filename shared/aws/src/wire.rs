@@ -2,12 +2,11 @@
 //! orchestration of a call (its interceptors, endpoint rules, identity resolution, retry
 //! classifiers, request and answer serialisers) costs several times the call's own work on
 //! the page path, where a page makes five or six small DynamoDB calls, one or two SQS calls
-//! and stores one document; this client sends the
-//! same requests, built by the SDK's builders, and answers with the SDK's outputs and errors,
-//! so the stores handle them as before.
+//! and stores one document; this client sends the same requests, built by the SDK's builders,
+//! and answers with the SDK's outputs and errors, so the stores handle them as before.
 //!
 //! What it does that the SDK did: signature version 4 with the SDK's credentials chain (its
-//! keys cached until five minutes before they expire), the endpoints (`AWS_ENDPOINT_URL_<SERVICE>`,
+//! keys cached until five minutes before they expire, or for fifteen minutes), the endpoints (`AWS_ENDPOINT_URL_<SERVICE>`,
 //! `AWS_ENDPOINT_URL`, or the region's; S3 path-style when overridden, as the clients are), the
 //! deployment's timeouts (to connect, per try with the answer read whole, and in all), and
 //! retries of throttles, 5xx answers, timeouts and dropped connections with exponential
@@ -81,7 +80,8 @@ struct Inner {
     s3_by_path: bool,
     region: String,
     credentials: Option<SharedCredentialsProvider>,
-    cached: Mutex<Option<Credentials>>,
+    /// The keys last provided, and until when they are used.
+    cached: Mutex<Option<(Credentials, SystemTime)>>,
     attempts: u32,
     attempt_timeout: Duration,
     operation_timeout: Duration,
@@ -89,7 +89,7 @@ struct Inner {
 
 /// Why a call failed, before it is dressed as the SDK's error of its operation.
 pub(crate) enum Failure {
-    /// DynamoDB refused it.
+    /// The service refused it.
     Refused {
         status: u16,
         code: String,
@@ -113,7 +113,9 @@ const PASSING: &[&str] = &[
     "ProvisionedThroughputExceededException",
     "RequestLimitExceeded",
     "RequestThrottledException",
+    "RequestThrottled",
     "TooManyRequestsException",
+    "SlowDown",
     "InternalServerError",
     "ServiceUnavailable",
 ];
@@ -161,7 +163,7 @@ impl Failure {
 /// An answer as the SDK's errors carry it.
 pub(crate) fn response(status: u16, body: Bytes) -> HttpResponse {
     let status = status.try_into().unwrap_or_else(|_| {
-        // DynamoDB answers with valid statuses; a status out of range reads as a 500.
+        // AWS answers with valid statuses; a status out of range reads as a 500.
         500u16.try_into().unwrap_or_else(|_| unreachable!())
     });
     HttpResponse::new(status, SdkBody::from(body))
@@ -262,18 +264,7 @@ impl Wire {
         body: Bytes,
     ) -> Result<(), Failure> {
         let endpoint = self.0.s3.as_ref().map_err(|e| construction(e))?;
-        let mut path = String::with_capacity(endpoint.path.len() + bucket.len() + key.len() + 8);
-        path.push_str(endpoint.path.trim_end_matches('/'));
-        let host = if self.0.s3_by_path || bucket.contains('.') {
-            path.push('/');
-            encode_path(&mut path, bucket);
-            endpoint.host.clone()
-        } else {
-            format!("{bucket}.{}", endpoint.host)
-        };
-        path.push('/');
-        encode_path(&mut path, key);
-        let url = format!("{}://{host}{path}", endpoint.scheme);
+        let (url, host, path) = endpoint.object(self.0.s3_by_path, bucket, key);
         let hash = sign::payload_hash(&body);
         let headers = [
             ("content-type", content_type),
@@ -368,14 +359,12 @@ impl Wire {
         Err(refusal(status, bytes))
     }
 
-    /// The keys to sign with: the cached ones until five minutes before they expire.
+    /// The keys to sign with: the cached ones until five minutes before they expire (keys
+    /// without an expiry are asked for again every fifteen minutes, as the SDK's cache does).
     async fn credentials(&self) -> Result<Credentials, Failure> {
-        let fresh = |c: &Credentials| {
-            c.expiry()
-                .is_none_or(|e| e > SystemTime::now() + Duration::from_secs(300))
-        };
+        let now = SystemTime::now();
         if let Ok(cached) = self.0.cached.lock() {
-            if let Some(c) = cached.as_ref().filter(|c| fresh(c)) {
+            if let Some((c, _)) = cached.as_ref().filter(|(_, until)| *until > now) {
                 return Ok(c.clone());
             }
         }
@@ -386,8 +375,14 @@ impl Wire {
             .provide_credentials()
             .await
             .map_err(|e| Failure::Credentials(e.into()))?;
+        let until = match c.expiry() {
+            Some(expiry) => expiry
+                .checked_sub(Duration::from_secs(300))
+                .unwrap_or(expiry),
+            None => now + Duration::from_secs(900),
+        };
         if let Ok(mut cached) = self.0.cached.lock() {
-            *cached = Some(c.clone());
+            *cached = Some((c.clone(), until));
         }
         Ok(c)
     }
@@ -437,6 +432,24 @@ struct Endpoint {
 }
 
 impl Endpoint {
+    /// The URL, host and path of S3's object `key` of `bucket` on this endpoint: by path
+    /// (`/<bucket>/<key>`) when `by_path` or the bucket's name has a dot (which a TLS
+    /// certificate's wildcard does not cover), else on the bucket's own host.
+    fn object(&self, by_path: bool, bucket: &str, key: &str) -> (String, String, String) {
+        let mut path = String::with_capacity(self.path.len() + bucket.len() + key.len() + 8);
+        path.push_str(self.path.trim_end_matches('/'));
+        let host = if by_path || bucket.contains('.') {
+            path.push('/');
+            encode_path(&mut path, bucket);
+            self.host.clone()
+        } else {
+            format!("{bucket}.{}", self.host)
+        };
+        path.push('/');
+        encode_path(&mut path, key);
+        (format!("{}://{host}{path}", self.scheme), host, path)
+    }
+
     fn parse(url: &str) -> Result<Self, String> {
         let parsed = url::Url::parse(url).map_err(|e| format!("DynamoDB endpoint {url}: {e}"))?;
         let host = match (parsed.host_str(), parsed.port()) {
@@ -450,5 +463,99 @@ impl Endpoint {
             url: parsed.to_string(),
             host,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::config::{Region, SharedCredentialsProvider};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Keys expiring `valid` from when they are asked for, counting the asks.
+    #[derive(Debug)]
+    struct Counted {
+        asked: Arc<AtomicUsize>,
+        valid: Option<Duration>,
+    }
+
+    impl ProvideCredentials for Counted {
+        fn provide_credentials<'a>(
+            &'a self,
+        ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            let expiry = self.valid.map(|v| SystemTime::now() + v);
+            aws_credential_types::provider::future::ProvideCredentials::ready(Ok(Credentials::new(
+                "id", "secret", None, expiry, "test",
+            )))
+        }
+    }
+
+    fn wire(valid: Option<Duration>) -> (Wire, Arc<AtomicUsize>) {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let config = aws_config::SdkConfig::builder()
+            .region(Region::new("eu-west-1"))
+            .credentials_provider(SharedCredentialsProvider::new(Counted {
+                asked: asked.clone(),
+                valid,
+            }))
+            .build();
+        let limits = Limits {
+            attempts: 1,
+            connect: Duration::from_secs(1),
+            attempt: Duration::from_secs(1),
+            operation: Duration::from_secs(1),
+        };
+        (Wire::new(&config, &limits), asked)
+    }
+
+    /// Objects are addressed by path on an overridden endpoint and for dotted buckets, else on
+    /// the bucket's host; keys are percent-encoded but for their slashes.
+    #[test]
+    fn objects_are_addressed_as_s3_expects() {
+        let local = Endpoint::parse("http://127.0.0.1:4566").unwrap();
+        let aws = Endpoint::parse("https://s3.eu-west-1.amazonaws.com").unwrap();
+        let key = "docs/u s+é/job_1/a~b.json";
+        let encoded = "docs/u%20s%2B%C3%A9/job_1/a~b.json";
+        assert_eq!(
+            local.object(true, "bucket", key),
+            (
+                format!("http://127.0.0.1:4566/bucket/{encoded}"),
+                "127.0.0.1:4566".to_string(),
+                format!("/bucket/{encoded}")
+            )
+        );
+        assert_eq!(
+            aws.object(false, "bucket", key),
+            (
+                format!("https://bucket.s3.eu-west-1.amazonaws.com/{encoded}"),
+                "bucket.s3.eu-west-1.amazonaws.com".to_string(),
+                format!("/{encoded}")
+            )
+        );
+        assert_eq!(
+            aws.object(false, "my.bucket", "k").2,
+            "/my.bucket/k".to_string()
+        );
+    }
+
+    /// Keys are asked for once while they have more than five minutes left, and every time
+    /// once they have less.
+    #[tokio::test]
+    async fn keys_are_cached_until_five_minutes_before_they_expire() {
+        for (valid, asks) in [
+            (Some(Duration::from_secs(3600)), 1),
+            (None, 1),
+            (Some(Duration::from_secs(60)), 3),
+        ] {
+            let (wire, asked) = wire(valid);
+            for _ in 0..3 {
+                assert!(wire.credentials().await.is_ok());
+            }
+            assert_eq!(asked.load(Ordering::SeqCst), asks, "{valid:?}");
+        }
     }
 }
