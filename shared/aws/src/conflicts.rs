@@ -1,5 +1,5 @@
 //! Writes DynamoDB refused only because they met another write at that moment, tried again.
-//! The SDK already retries throttling and 5xx answers; it does not retry a transaction
+//! The wire already retries throttling and 5xx answers; it does not retry a transaction
 //! cancelled for a conflict with another transaction (`TransactionConflict`), nor a single
 //! write that met a transaction in progress on its item (`TransactionConflictException`).
 //! Both are safe to send again: the cancelled transaction changed nothing.
@@ -56,7 +56,7 @@ fn passing(e: &SdkError<TransactWriteItemsError, HttpResponse>) -> bool {
 }
 
 /// Sends a transaction of `items`, again while it is cancelled only by conflicts or
-/// throttles; each try carries a fresh client token, so the SDK's own retries of one try stay
+/// throttles; each try carries a fresh client token, so the wire's own retries of one try stay
 /// idempotent. A cancellation for a failed condition is returned as it is.
 pub(crate) async fn transact(
     client: &Dynamo,

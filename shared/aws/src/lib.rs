@@ -64,8 +64,9 @@ impl Names {
     }
 }
 
-/// SDK clients, built once per process from the environment (`AWS_ENDPOINT_URL` honoured;
-/// S3 uses path-style addressing when an endpoint is overridden).
+/// SDK clients with the wire that sends the stores' requests, built once per process from the
+/// environment (`AWS_ENDPOINT_URL` honoured; S3 uses path-style addressing when an endpoint is
+/// overridden).
 #[derive(Clone)]
 pub struct Clients {
     pub dynamo: Dynamo,
@@ -82,9 +83,9 @@ impl Clients {
     /// Clients of `loader`'s configuration, with the deployment's timeouts and retries: a call
     /// that hangs fails instead (so its task is retried), and throttling, 5xx answers and
     /// dropped connections are tried again up to [`ATTEMPTS`] times, with exponential
-    /// backoff and full jitter (the SDK's standard retry mode). A retried write is one the
-    /// stores made safe to repeat: conditional, idempotent, or carrying a client token. HTTPS
-    /// is rustls with the ring provider.
+    /// backoff and full jitter (the SDK's standard retry mode, and the wire's). A retried write
+    /// is one the stores made safe to repeat: conditional, idempotent, or carrying a client
+    /// token. HTTPS is rustls with the ring provider.
     pub async fn load(loader: aws_config::ConfigLoader) -> Self {
         Self::load_with(loader, &Timeouts::DEPLOYED).await
     }

@@ -166,7 +166,7 @@ impl DynamoStore {
                         return Err(sdk(e));
                     };
                     // The job is already there: an earlier try wrote it (its answer was lost
-                    // and the SDK sent it again).
+                    // and the wire sent it again).
                     if failed.get(failed.len().saturating_sub(3)) == Some(&true)
                         && self.job_item(&pk).await?.is_some()
                     {
