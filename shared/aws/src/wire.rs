@@ -101,6 +101,8 @@ pub(crate) enum Failure {
     Transport(reqwest::Error),
     /// The call's whole time ran out.
     Timeout,
+    /// The answer was longer than [`MAX_ANSWER`].
+    Oversized,
     /// No keys to sign with (the credentials chain failed; it may pass later).
     Credentials(aws_sdk_dynamodb::error::BoxError),
     /// The request could not be made (an input this client cannot write).
@@ -127,7 +129,10 @@ impl Failure {
                 *status >= 500 || *status == 429 || PASSING.contains(&code.as_str())
             }
             Failure::Transport(_) => true,
-            Failure::Timeout | Failure::Credentials(_) | Failure::Construction(_) => false,
+            Failure::Timeout
+            | Failure::Oversized
+            | Failure::Credentials(_)
+            | Failure::Construction(_) => false,
         }
     }
 
@@ -154,10 +159,42 @@ impl Failure {
             Failure::Transport(e) if e.is_timeout() => SdkError::timeout_error(e),
             Failure::Transport(e) => SdkError::dispatch_failure(ConnectorError::io(e.into())),
             Failure::Timeout => SdkError::timeout_error("the call ran out of time"),
+            Failure::Oversized => SdkError::response_error(
+                format!("an answer over {MAX_ANSWER} bytes"),
+                response(200, Bytes::new()),
+            ),
             Failure::Credentials(e) => SdkError::dispatch_failure(ConnectorError::other(e, None)),
             Failure::Construction(e) => SdkError::construction_failure(e),
         }
     }
+}
+
+/// The longest answer read: DynamoDB's longest (a `BatchGetItem` of 100 items of 400 KB) is
+/// about 40 MB, SQS's about 2.6 MB (ten messages of 256 KiB).
+const MAX_ANSWER: usize = 48 << 20;
+
+/// An answer's body, read whole up to [`MAX_ANSWER`].
+async fn read_whole(mut answer: reqwest::Response) -> Result<Bytes, Failure> {
+    if answer
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER as u64)
+    {
+        return Err(Failure::Oversized);
+    }
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut length = 0;
+    while let Some(chunk) = answer.chunk().await.map_err(Failure::Transport)? {
+        length += chunk.len();
+        if length > MAX_ANSWER {
+            return Err(Failure::Oversized);
+        }
+        chunks.push(chunk);
+    }
+    Ok(match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.swap_remove(0),
+        _ => chunks.concat().into(),
+    })
 }
 
 /// An answer as the SDK's errors carry it.
@@ -352,7 +389,7 @@ impl Wire {
             .await
             .map_err(Failure::Transport)?;
         let status = answer.status().as_u16();
-        let bytes = answer.bytes().await.map_err(Failure::Transport)?;
+        let bytes = read_whole(answer).await?;
         if status == 200 {
             return Ok(bytes);
         }
@@ -494,22 +531,29 @@ mod tests {
         }
     }
 
-    fn wire(valid: Option<Duration>) -> (Wire, Arc<AtomicUsize>) {
+    /// A wire whose keys expire `valid` after they are given, to `endpoint` when given.
+    fn wire(
+        valid: Option<Duration>,
+        endpoint: Option<String>,
+        timeout: Duration,
+    ) -> (Wire, Arc<AtomicUsize>) {
         let asked = Arc::new(AtomicUsize::new(0));
-        let config = aws_config::SdkConfig::builder()
+        let mut config = aws_config::SdkConfig::builder()
             .region(Region::new("eu-west-1"))
             .credentials_provider(SharedCredentialsProvider::new(Counted {
                 asked: asked.clone(),
                 valid,
-            }))
-            .build();
+            }));
+        if let Some(e) = endpoint {
+            config = config.endpoint_url(e);
+        }
         let limits = Limits {
             attempts: 1,
             connect: Duration::from_secs(1),
-            attempt: Duration::from_secs(1),
-            operation: Duration::from_secs(1),
+            attempt: timeout,
+            operation: timeout,
         };
-        (Wire::new(&config, &limits), asked)
+        (Wire::new(&config.build(), &limits), asked)
     }
 
     /// Objects are addressed by path on an overridden endpoint and for dotted buckets, else on
@@ -542,6 +586,44 @@ mod tests {
         );
     }
 
+    /// An endless answer is given up once it passes the cap, not read until the try's
+    /// timeout.
+    #[tokio::test]
+    async fn an_endless_answer_is_cut_off_at_the_cap() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = [0u8; 8192];
+                    let _ = conn.read(&mut request).await;
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\n\
+                                transfer-encoding: chunked\r\n\r\n";
+                    let _ = conn.write_all(head.as_bytes()).await;
+                    let chunk = format!("100000\r\n{}\r\n", " ".repeat(1 << 20));
+                    while conn.write_all(chunk.as_bytes()).await.is_ok() {}
+                });
+            }
+        });
+        let (wire, _) = wire(
+            None,
+            Some(format!("http://{addr}")),
+            Duration::from_secs(20),
+        );
+        let started = std::time::Instant::now();
+        let answer = wire
+            .call(
+                Json::DynamoDb,
+                "DynamoDB_20120810.GetItem",
+                b"{}".to_vec(),
+                Duration::ZERO,
+            )
+            .await;
+        assert!(matches!(answer, Err(Failure::Oversized)));
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
     /// Keys are asked for once while they have more than five minutes left, and every time
     /// once they have less.
     #[tokio::test]
@@ -551,7 +633,7 @@ mod tests {
             (None, 1),
             (Some(Duration::from_secs(60)), 3),
         ] {
-            let (wire, asked) = wire(valid);
+            let (wire, asked) = wire(valid, None, Duration::from_secs(1));
             for _ in 0..3 {
                 assert!(wire.credentials().await.is_ok());
             }
