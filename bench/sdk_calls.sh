@@ -3,9 +3,9 @@
 # DynamoDB Query and an S3 PutObject of a 73 KB document, made through the service's own SDK
 # clients (`Clients::from_env`) against nginx on loopback answering every request at once with
 # an empty success, so that only the client's work is counted. Once over connections kept open
-# (as AWS keeps them) and once with a connection a call (as the emulator does). `wire-get` and
-# `wire-query` are the same two sent by the service's own DynamoDB client (`Wire`), which the
-# stores use, instead of the SDK's.
+# (as AWS keeps them) and once with a connection a call (as the emulator does). `wire-get`,
+# `wire-query` and `wire-put` are the same three sent by the service's own client (`Wire`),
+# which the stores use, instead of the SDK's.
 #
 #   bash bench/sdk_calls.sh          # CALLS=5000 a run, 1 and 16 calls at once
 set -euo pipefail
@@ -32,7 +32,7 @@ export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-eas
 export AWS_EC2_METADATA_DISABLED=true
 for port in "$kept" "$closed"; do
   if [ "$port" = "$kept" ]; then echo "== connections kept open"; else echo "== a connection a call"; fi
-  for op in get wire-get query wire-query put-object; do
+  for op in get wire-get query wire-query put-object wire-put; do
     for at_once in 1 16; do
       AWS_ENDPOINT_URL="http://127.0.0.1:$port" ./target/release/examples/call_cpu "$op" "$CALLS" "$at_once"
     done

@@ -6,8 +6,8 @@
 //!
 //! OPERATION: `get` (DynamoDB GetItem), `query` (DynamoDB Query), `put-object` (S3
 //! PutObject of a 73 KB document, the generated benchmark site's average page), or
-//! `wire-get` and `wire-query` (the same two sent by the service's own DynamoDB client, which
-//! the stores use, instead of the SDK's).
+//! `wire-get`, `wire-query` and `wire-put` (the same three sent by the service's own client,
+//! which the stores use, instead of the SDK's).
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use sarvcrawl_aws::SendBy;
@@ -61,6 +61,16 @@ async fn call(clients: &sarvcrawl_aws::Clients, op: &str, body: &bytes::Bytes) {
             .send_by(dynamo.wire())
             .await
             .map(|_| ())
+            .map_err(|e| e.to_string()),
+        "wire-put" => dynamo
+            .wire()
+            .put_object(
+                "b",
+                "docs/j/0123456789abcdef.json",
+                "application/json",
+                body.clone(),
+            )
+            .await
             .map_err(|e| e.to_string()),
         _ => clients
             .s3

@@ -2,7 +2,6 @@
 
 use crate::Wire;
 use async_trait::async_trait;
-use aws_sdk_s3::operation::put_object::PutObjectError;
 use bytes::Bytes;
 use sarvcrawl_core::ports::{BlobStore, StoreError, StoreResult};
 
@@ -40,7 +39,7 @@ impl BlobStore for S3Blobs {
         self.wire
             .put_object(&self.bucket, key, content_type_of(key), body)
             .await
-            .map_err(|f| crate::errors::sdk(f.into_sdk(|meta, _| PutObjectError::generic(meta))))
+            .map_err(crate::errors::sdk)
     }
 
     async fn get(&self, key: &str) -> StoreResult<Option<Bytes>> {

@@ -27,6 +27,7 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::config::{Credentials, ProvideCredentials, SharedCredentialsProvider};
 use aws_sdk_dynamodb::error::{ConnectorError, ErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::CancellationReason;
+use aws_sdk_s3::operation::put_object::PutObjectError;
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
@@ -292,8 +293,21 @@ impl Wire {
             .await
     }
 
-    /// Stores `body` in S3 as the object `key` of `bucket`, of type `content_type`.
-    pub(crate) async fn put_object(
+    /// Stores `body` in S3 as the object `key` of `bucket`, of type `content_type`; the
+    /// failure as S3's `PutObject` error.
+    pub async fn put_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        content_type: &str,
+        body: Bytes,
+    ) -> Result<(), SdkError<PutObjectError, HttpResponse>> {
+        self.put(bucket, key, content_type, body)
+            .await
+            .map_err(|f| f.into_sdk(|meta, _| PutObjectError::generic(meta)))
+    }
+
+    async fn put(
         &self,
         bucket: &str,
         key: &str,
