@@ -1,7 +1,9 @@
-//! The JSON of DynamoDB's requests, written from the SDK's input types. Only the parameters of
-//! the current API are written; an input setting one of the legacy ones (`AttributesToGet`,
-//! `Expected`, `KeyConditions`, `QueryFilter`, `ConditionalOperator`) is refused, so that
-//! nothing asked is silently dropped.
+//! The JSON of DynamoDB's and SQS's requests, written from the SDK's input types. The
+//! parameters of the current API are written but for the capacity and collection reports
+//! (`ReturnConsumedCapacity`, `ReturnItemCollectionMetrics`), which the stores never ask for;
+//! an input setting a legacy one (`AttributesToGet`, `Expected`, `KeyConditions`,
+//! `QueryFilter`, `ConditionalOperator`, SQS's `AttributeNames`) or message attributes is
+//! refused, so that nothing else asked is silently dropped.
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, TransactWriteItem, Update,

@@ -255,6 +255,12 @@ impl SendBy for DeleteItemFluentBuilder {
                         .str(
                             "ReturnValues",
                             i.get_return_values().as_ref().map(|v| v.as_str()),
+                        )
+                        .str(
+                            "ReturnValuesOnConditionCheckFailure",
+                            i.get_return_values_on_condition_check_failure()
+                                .as_ref()
+                                .map(|v| v.as_str()),
                         );
                     o.end();
                     Ok(())
