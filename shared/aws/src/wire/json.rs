@@ -6,8 +6,8 @@
 //! refused, so that nothing else asked is silently dropped.
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, TransactWriteItem, Update,
-    WriteRequest,
+    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update, WriteRequest,
 };
 use std::collections::HashMap;
 
@@ -235,6 +235,18 @@ impl Obj<'_> {
         self
     }
 
+    /// A write's `ReturnValues` and `ReturnValuesOnConditionCheckFailure`, when given.
+    pub fn returns(
+        &mut self,
+        values: Option<&ReturnValue>,
+        on_failure: Option<&ReturnValuesOnConditionCheckFailure>,
+    ) -> &mut Self {
+        self.str("ReturnValues", values.map(|v| v.as_str())).str(
+            "ReturnValuesOnConditionCheckFailure",
+            on_failure.map(|v| v.as_str()),
+        )
+    }
+
     /// A field whose value `write` writes.
     pub fn with(&mut self, k: &str, write: impl FnOnce(&mut Body)) -> &mut Self {
         self.key(k);
@@ -296,11 +308,8 @@ pub(crate) fn transact_item(body: &mut Body, t: &TransactWriteItem) -> Result<()
     Ok(())
 }
 
-fn on_failure(
-    o: &mut Obj,
-    v: Option<&aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure>,
-) {
-    o.str("ReturnValuesOnConditionCheckFailure", v.map(|v| v.as_str()));
+fn on_failure(o: &mut Obj, v: Option<&ReturnValuesOnConditionCheckFailure>) {
+    o.returns(None, v);
 }
 
 fn condition_check(body: &mut Body, c: &ConditionCheck) {

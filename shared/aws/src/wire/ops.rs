@@ -144,15 +144,9 @@ impl SendBy for PutItemFluentBuilder {
                             i.get_expression_attribute_names().as_ref(),
                             i.get_expression_attribute_values().as_ref(),
                         )
-                        .str(
-                            "ReturnValues",
-                            i.get_return_values().as_ref().map(|v| v.as_str()),
-                        )
-                        .str(
-                            "ReturnValuesOnConditionCheckFailure",
-                            i.get_return_values_on_condition_check_failure()
-                                .as_ref()
-                                .map(|v| v.as_str()),
+                        .returns(
+                            i.get_return_values().as_ref(),
+                            i.get_return_values_on_condition_check_failure().as_ref(),
                         );
                     o.end();
                     Ok(())
@@ -199,15 +193,9 @@ impl SendBy for UpdateItemFluentBuilder {
                             i.get_expression_attribute_names().as_ref(),
                             i.get_expression_attribute_values().as_ref(),
                         )
-                        .str(
-                            "ReturnValues",
-                            i.get_return_values().as_ref().map(|v| v.as_str()),
-                        )
-                        .str(
-                            "ReturnValuesOnConditionCheckFailure",
-                            i.get_return_values_on_condition_check_failure()
-                                .as_ref()
-                                .map(|v| v.as_str()),
+                        .returns(
+                            i.get_return_values().as_ref(),
+                            i.get_return_values_on_condition_check_failure().as_ref(),
                         );
                     o.end();
                     Ok(())
@@ -252,15 +240,9 @@ impl SendBy for DeleteItemFluentBuilder {
                             i.get_expression_attribute_names().as_ref(),
                             i.get_expression_attribute_values().as_ref(),
                         )
-                        .str(
-                            "ReturnValues",
-                            i.get_return_values().as_ref().map(|v| v.as_str()),
-                        )
-                        .str(
-                            "ReturnValuesOnConditionCheckFailure",
-                            i.get_return_values_on_condition_check_failure()
-                                .as_ref()
-                                .map(|v| v.as_str()),
+                        .returns(
+                            i.get_return_values().as_ref(),
+                            i.get_return_values_on_condition_check_failure().as_ref(),
                         );
                     o.end();
                     Ok(())
