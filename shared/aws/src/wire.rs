@@ -14,6 +14,7 @@
 //! client-side retry quota, and S3's CRC checksums (the signed payload hash, which S3 checks,
 //! stands for them).
 
+mod http;
 mod json;
 mod ops;
 mod queue;
@@ -70,7 +71,7 @@ pub struct Wire(Arc<Inner>);
 
 struct Inner {
     /// The HTTP client, or why there is none (every call fails with it).
-    http: Result<reqwest::Client, String>,
+    http: Result<http::Http, String>,
     /// DynamoDB's and SQS's endpoints, or why they are unusable (every call to them fails
     /// with it).
     dynamodb: Result<Endpoint, String>,
@@ -98,8 +99,9 @@ pub(crate) enum Failure {
         reasons: Option<Vec<CancellationReason>>,
         body: Bytes,
     },
-    /// It did not get through: no connection, a connection lost, no answer in time.
-    Transport(reqwest::Error),
+    /// It did not get through: no connection, a connection lost, no answer in time, an
+    /// answer that is not HTTP.
+    Transport(http::Error),
     /// The call's whole time ran out.
     Timeout,
     /// The answer was longer than [`MAX_ANSWER`].
@@ -174,30 +176,6 @@ impl Failure {
 /// about 40 MB, SQS's about 2.6 MB (ten messages of 256 KiB).
 const MAX_ANSWER: usize = 48 << 20;
 
-/// An answer's body, read whole up to [`MAX_ANSWER`].
-async fn read_whole(mut answer: reqwest::Response) -> Result<Bytes, Failure> {
-    if answer
-        .content_length()
-        .is_some_and(|n| n > MAX_ANSWER as u64)
-    {
-        return Err(Failure::Oversized);
-    }
-    let mut chunks: Vec<Bytes> = Vec::new();
-    let mut length = 0;
-    while let Some(chunk) = answer.chunk().await.map_err(Failure::Transport)? {
-        length += chunk.len();
-        if length > MAX_ANSWER {
-            return Err(Failure::Oversized);
-        }
-        chunks.push(chunk);
-    }
-    Ok(match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.swap_remove(0),
-        _ => chunks.concat().into(),
-    })
-}
-
 /// An answer as the SDK's errors carry it.
 pub(crate) fn response(status: u16, body: Bytes) -> HttpResponse {
     let status = status.try_into().unwrap_or_else(|_| {
@@ -234,16 +212,7 @@ impl Wire {
         let s3 = overridden("S3");
         let s3_by_path = s3.is_some();
         let s3 = s3.unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com"));
-        let http = reqwest::Client::builder()
-            .connect_timeout(limits.connect)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .no_gzip()
-            .no_brotli()
-            .no_zstd()
-            .no_deflate()
-            .http1_only()
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"));
+        let http = http::Http::new(limits.connect);
         Wire(Arc::new(Inner {
             http,
             dynamodb: Endpoint::parse(&dynamodb),
@@ -280,8 +249,8 @@ impl Wire {
             ("x-amz-target", target),
         ];
         let call = Call {
-            method: reqwest::Method::POST,
-            url: &endpoint.url,
+            method: "POST",
+            origin: &endpoint.origin,
             host: &endpoint.host,
             path: &endpoint.path,
             service: name,
@@ -315,15 +284,15 @@ impl Wire {
         body: Bytes,
     ) -> Result<(), Failure> {
         let endpoint = self.0.s3.as_ref().map_err(|e| construction(e))?;
-        let (url, host, path) = endpoint.object(self.0.s3_by_path, bucket, key);
+        let (origin, host, path) = endpoint.object(self.0.s3_by_path, bucket, key);
         let hash = sign::payload_hash(&body);
         let headers = [
             ("content-type", content_type),
             ("x-amz-content-sha256", hash.as_str()),
         ];
         let call = Call {
-            method: reqwest::Method::PUT,
-            url: &url,
+            method: "PUT",
+            origin: &origin,
             host: &host,
             path: &path,
             service: "s3",
@@ -371,7 +340,7 @@ impl Wire {
         let time = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
         let authorization = sign::sign(
             &sign::Request {
-                method: call.method.as_str(),
+                method: call.method,
                 host: call.host,
                 path: call.path,
                 service: call.service,
@@ -386,28 +355,32 @@ impl Wire {
             },
             &time,
         );
-        let mut request = http
-            .request(call.method.clone(), call.url)
-            .timeout(self.0.attempt_timeout + call.longer)
-            .header("x-amz-date", time)
-            .header("authorization", authorization);
-        for (name, value) in call.headers {
-            request = request.header(*name, *value);
-        }
+        let mut headers = Vec::with_capacity(call.headers.len() + 3);
+        headers.extend_from_slice(call.headers);
+        headers.push(("x-amz-date", time.as_str()));
+        headers.push(("authorization", authorization.as_str()));
         if let Some(token) = keys.session_token() {
-            request = request.header("x-amz-security-token", token);
+            headers.push(("x-amz-security-token", token));
         }
-        let answer = request
-            .body(body)
-            .send()
+        let request = http::Request {
+            method: call.method,
+            target: call.path,
+            host: call.host,
+            headers: &headers,
+            body: &body,
+        };
+        let within = self.0.attempt_timeout + call.longer;
+        let answer = tokio::time::timeout(within, http.send(call.origin, &request, MAX_ANSWER))
             .await
-            .map_err(Failure::Transport)?;
-        let status = answer.status().as_u16();
-        let bytes = read_whole(answer).await?;
-        if status == 200 {
-            return Ok(bytes);
+            .unwrap_or(Err(http::Error::Timeout(within)))
+            .map_err(|e| match e {
+                http::Error::Oversized => Failure::Oversized,
+                e => Failure::Transport(e),
+            })?;
+        if answer.status == 200 {
+            return Ok(answer.body);
         }
-        Err(refusal(status, bytes))
+        Err(refusal(answer.status, answer.body))
     }
 
     /// The keys to sign with: the cached ones until five minutes before they expire (keys
@@ -441,8 +414,8 @@ impl Wire {
 
 /// One request, as sent and as signed.
 struct Call<'a> {
-    method: reqwest::Method,
-    url: &'a str,
+    method: &'a str,
+    origin: &'a http::Origin,
     host: &'a str,
     path: &'a str,
     service: &'a str,
@@ -474,31 +447,34 @@ fn encode_path(path: &mut String, s: &str) {
     }
 }
 
-/// Where requests go: the URL, and its scheme, host and path as signed.
+/// Where requests go: the origin connected to, and the host and path as signed.
 struct Endpoint {
-    url: String,
-    scheme: String,
+    origin: http::Origin,
     host: String,
     path: String,
 }
 
 impl Endpoint {
-    /// The URL, host and path of S3's object `key` of `bucket` on this endpoint: by path
+    /// The origin, host and path of S3's object `key` of `bucket` on this endpoint: by path
     /// (`/<bucket>/<key>`) when `by_path` or the bucket's name has a dot (which a TLS
     /// certificate's wildcard does not cover), else on the bucket's own host.
-    fn object(&self, by_path: bool, bucket: &str, key: &str) -> (String, String, String) {
+    fn object(&self, by_path: bool, bucket: &str, key: &str) -> (http::Origin, String, String) {
         let mut path = String::with_capacity(self.path.len() + bucket.len() + key.len() + 8);
         path.push_str(self.path.trim_end_matches('/'));
-        let host = if by_path || bucket.contains('.') {
+        let (origin, host) = if by_path || bucket.contains('.') {
             path.push('/');
             encode_path(&mut path, bucket);
-            self.host.clone()
+            (self.origin.clone(), self.host.clone())
         } else {
-            format!("{bucket}.{}", self.host)
+            let name = format!("{bucket}.{}", self.origin.host);
+            (
+                self.origin.with_host(&name),
+                format!("{bucket}.{}", self.host),
+            )
         };
         path.push('/');
         encode_path(&mut path, key);
-        (format!("{}://{host}{path}", self.scheme), host, path)
+        (origin, host, path)
     }
 
     fn parse(url: &str) -> Result<Self, String> {
@@ -509,9 +485,8 @@ impl Endpoint {
             (None, _) => return Err(format!("DynamoDB endpoint {url} has no host")),
         };
         Ok(Endpoint {
-            scheme: parsed.scheme().to_string(),
+            origin: http::Origin::of(&parsed)?,
             path: parsed.path().to_string(),
-            url: parsed.to_string(),
             host,
         })
     }
@@ -581,7 +556,11 @@ mod tests {
         assert_eq!(
             local.object(true, "bucket", key),
             (
-                format!("http://127.0.0.1:4566/bucket/{encoded}"),
+                http::Origin {
+                    tls: false,
+                    host: "127.0.0.1".into(),
+                    port: 4566
+                },
                 "127.0.0.1:4566".to_string(),
                 format!("/bucket/{encoded}")
             )
@@ -589,7 +568,11 @@ mod tests {
         assert_eq!(
             aws.object(false, "bucket", key),
             (
-                format!("https://bucket.s3.eu-west-1.amazonaws.com/{encoded}"),
+                http::Origin {
+                    tls: true,
+                    host: "bucket.s3.eu-west-1.amazonaws.com".into(),
+                    port: 443
+                },
                 "bucket.s3.eu-west-1.amazonaws.com".to_string(),
                 format!("/{encoded}")
             )
