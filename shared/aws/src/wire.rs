@@ -6,13 +6,14 @@
 //! and answers with the SDK's outputs and errors, so the stores handle them as before.
 //!
 //! What it does that the SDK did: signature version 4 with the SDK's credentials chain (its
-//! keys cached until five minutes before they expire, or for fifteen minutes), the endpoints (`AWS_ENDPOINT_URL_<SERVICE>`,
-//! `AWS_ENDPOINT_URL`, or the region's; S3 path-style when overridden, as the clients are), the
-//! deployment's timeouts (to connect, per try with the answer read whole, and in all), and
-//! retries of throttles, 5xx answers, timeouts and dropped connections with exponential
-//! backoff and full jitter. What it leaves out: FIPS and dual-stack endpoints, the SDK's
-//! client-side retry quota, and S3's CRC checksums (the signed payload hash, which S3 checks,
-//! stands for them).
+//! keys cached until five minutes before they expire, or for fifteen minutes), the endpoints
+//! (`AWS_ENDPOINT_URL_<SERVICE>`, `AWS_ENDPOINT_URL`, or the region's; S3 path-style when
+//! overridden, as the clients are), HTTPS on rustls with the Web PKI's roots and connections
+//! kept open (its own HTTP/1.1 client, `http`), the deployment's timeouts (to connect, per try
+//! with the answer read whole, and in all), and retries of throttles, 5xx answers, timeouts
+//! and dropped connections with exponential backoff and full jitter. What it leaves out: FIPS
+//! and dual-stack endpoints, proxies (`HTTPS_PROXY`), the SDK's client-side retry quota, and
+//! S3's CRC checksums (the signed payload hash, which S3 checks, stands for them).
 
 mod http;
 mod json;
