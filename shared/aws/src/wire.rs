@@ -376,6 +376,7 @@ impl Wire {
             .unwrap_or(Err(http::Error::Timeout(within)))
             .map_err(|e| match e {
                 http::Error::Oversized => Failure::Oversized,
+                http::Error::Request(what) => construction(what),
                 e => Failure::Transport(e),
             })?;
         if answer.status == 200 {
@@ -620,6 +621,26 @@ mod tests {
             .await;
         assert!(matches!(answer, Err(Failure::Oversized)));
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    /// A request the HTTP client will not write (a header value with a line break) fails as
+    /// one that cannot be made, not as a transport failure worth another try.
+    #[tokio::test]
+    async fn a_request_that_cannot_be_written_is_not_tried_again() {
+        let (wire, _) = wire(
+            None,
+            Some("http://127.0.0.1:9".into()),
+            Duration::from_secs(1),
+        );
+        let answer = wire
+            .call(
+                Json::DynamoDb,
+                "DynamoDB_20120810.GetItem\r\nx-injected: 1",
+                b"{}".to_vec(),
+                Duration::ZERO,
+            )
+            .await;
+        assert!(matches!(answer, Err(Failure::Construction(_))));
     }
 
     /// Keys are asked for once while they have more than five minutes left, and every time
