@@ -643,6 +643,61 @@ mod tests {
         assert!(matches!(answer, Err(Failure::Construction(_))));
     }
 
+    /// A query's pages are followed while each names a new key to start from, and end when
+    /// one names the key it started from.
+    #[tokio::test]
+    async fn a_query_ends_on_a_page_that_names_its_own_start() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let count = asked.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 8192];
+                    while matches!(conn.read(&mut request).await, Ok(n) if n > 0) {
+                        // The first two pages name new keys, then every page names "k2".
+                        let n = count.fetch_add(1, Ordering::SeqCst).min(2);
+                        let body = format!(
+                            "{{\"Items\":[{{\"PK\":{{\"S\":\"{n}\"}}}}],\
+                             \"LastEvaluatedKey\":{{\"PK\":{{\"S\":\"k{n}\"}}}}}}"
+                        );
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let (wire, _) = wire(None, Some(format!("http://{addr}")), Duration::from_secs(2));
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        let query = aws_sdk_dynamodb::Client::from_conf(config)
+            .query()
+            .table_name("t")
+            .key_condition_expression("PK = :pk");
+        let mut pages = ops::PagesBy::pages_by(query, &wire);
+        let read = async {
+            let mut items = 0;
+            while let Some(item) = pages.next().await {
+                item.unwrap();
+                items += 1;
+            }
+            items
+        };
+        let items = tokio::time::timeout(Duration::from_secs(5), read).await;
+        // k0, k1, k2, then k2 again: four pages read, the last one's key not followed.
+        assert_eq!(items.ok(), Some(4));
+        assert_eq!(asked.load(Ordering::SeqCst), 4);
+    }
+
     /// Keys are asked for once while they have more than five minutes left, and every time
     /// once they have less.
     #[tokio::test]

@@ -512,7 +512,11 @@ impl Pages {
                 Err(e) => return Some(Err(e)),
                 Ok(out) => {
                     self.page = out.items.unwrap_or_default().into_iter();
-                    if let Some(key) = out.last_evaluated_key.filter(|k| !k.is_empty()) {
+                    // A page that names the key it started from as the next would be read
+                    // again and again: the query ends there, as the SDK's paginator ends it.
+                    if let Some(key) = out.last_evaluated_key.filter(|k| {
+                        !k.is_empty() && query.get_exclusive_start_key().as_ref() != Some(k)
+                    }) {
                         self.query = Some(query.set_exclusive_start_key(Some(key)));
                     }
                 }
