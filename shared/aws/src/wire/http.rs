@@ -28,6 +28,8 @@ const MAX_IDLE: usize = 64;
 const MAX_HEAD: usize = 64 << 10;
 /// Most header lines of an answer.
 const MAX_HEADERS: usize = 64;
+/// Most interim (`1xx`) answers before the answer.
+const MAX_INTERIM: usize = 8;
 /// A body up to this long is written with its head in one piece.
 const WITH_HEAD: usize = 64 << 10;
 /// An answer's body up to this long is copied out of the connection's read buffer, which the
@@ -350,9 +352,10 @@ struct Head {
     framed: bool,
 }
 
-/// Reads an answer's head (skipping interim `1xx` ones) and takes it off the connection's
-/// read bytes.
+/// Reads an answer's head, past at most [`MAX_INTERIM`] interim (`1xx`) ones, and takes it
+/// off the connection's read bytes.
 async fn read_head(conn: &mut Conn) -> Result<Head, Error> {
+    let mut interim = 0;
     loop {
         if !conn.read.is_empty() {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -398,6 +401,10 @@ async fn read_head(conn: &mut Conn) -> Result<Head, Error> {
                     }
                     conn.read.advance(n);
                     if (100..200).contains(&status) {
+                        interim += 1;
+                        if interim > MAX_INTERIM {
+                            return Err(Error::Malformed("interim answers without end"));
+                        }
                         continue;
                     }
                     if head.chunked {
@@ -748,6 +755,17 @@ mod tests {
             ]
             .concat()
             .into_boxed_slice(),
+        );
+        let interims: &'static [u8] = Box::leak(
+            b"HTTP/1.1 100 Continue\r\n\r\n"
+                .repeat(20)
+                .into_boxed_slice(),
+        );
+        let s = server(vec![interims]).await;
+        let e = http.send(&s.origin, &request(&body, &[]), 1 << 20).await;
+        assert_eq!(
+            e.err().map(|e| e.to_string()).as_deref(),
+            Some("malformed answer: interim answers without end")
         );
         let s = server(vec![endless]).await;
         assert!(matches!(
