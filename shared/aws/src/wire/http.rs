@@ -116,8 +116,8 @@ impl Error {
     }
 }
 
-/// An exchange that failed on a kept connection before its answer began: the connection
-/// had been closed, and a new one may be tried.
+/// An exchange that failed before a byte of its answer came: on a kept connection, the
+/// server had closed it, and a new one may be tried.
 struct Stale(Error);
 
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
