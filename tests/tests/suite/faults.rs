@@ -3,8 +3,9 @@
 //! AWS only through it. Runs on the AWS backend whatever the suite runs against.
 
 use e2e::faults::Faults;
-use e2e::{tree_paths, tree_site, Serve, Site};
+use e2e::{tree_paths, tree_site, Route, Serve, Site};
 use serde_json::json;
+use std::collections::HashMap;
 use std::time::Duration;
 
 const PAGES: usize = 300;
@@ -56,15 +57,23 @@ async fn under_injected_faults_a_crawl_fetches_every_page_once_and_submits_never
         })
         .count();
 
-    // The slot is free again; 50 submits at once of one user take it once.
+    // The slot is free again; 50 submits at once of one user take it once. The crawl that
+    // takes it stays active through them (its page answers after a minute): a submit held up
+    // by faults must not find the slot freed by that crawl's end.
     let racer = serve.api(Some(&key_of("racer")));
-    let quick = json!({"url": site.url("/"), "use_sitemap": false, "limit": 1});
-    let answers =
-        futures::future::join_all((0..50).map(|_| racer.post("/api/crawl", &quick))).await;
+    let page = Route::Html("<html><body>late</body></html>".into());
+    let late = Site::start(HashMap::from([(
+        "/".to_string(),
+        Route::Slow(Duration::from_secs(60), Box::new(page)),
+    )]))
+    .await;
+    let long = json!({"url": late.url("/"), "use_sitemap": false, "limit": 1});
+    let answers = futures::future::join_all((0..50).map(|_| racer.post("/api/crawl", &long))).await;
     let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
     for a in &answers {
         *statuses.entry(a.status).or_default() += 1;
     }
+    let quick = json!({"url": site.url("/"), "use_sitemap": false, "limit": 1});
     let again = crawler.post("/api/crawl", &quick).await;
 
     let tally = faults.tally();
