@@ -219,7 +219,13 @@ impl Http {
         let Ok(mut idle) = self.idle.lock() else {
             return;
         };
-        let kept = idle.entry(origin.clone()).or_default();
+        // The origin's name is copied only the first time (`entry` would copy it each time).
+        if !idle.contains_key(origin) {
+            idle.insert(origin.clone(), Vec::new());
+        }
+        let Some(kept) = idle.get_mut(origin) else {
+            return;
+        };
         kept.retain(|(_, since)| since.elapsed() < IDLE_FOR);
         if kept.len() < MAX_IDLE {
             kept.push((conn, Instant::now()));
